@@ -1,0 +1,36 @@
+# One command sets up and runs the demo; one sets up and runs the whole test suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+## make demo: embedded broker, three members, a live view and a rebalance. No flags.
+demo: $(STAMP)
+	$(BIN)/consumergroup demo
+
+## make test: the whole suite (unit + integration on the embedded broker), mypy --strict, ruff.
+test: $(STAMP)
+	$(BIN)/ruff check consumergroup tests examples bench
+	$(BIN)/mypy --strict consumergroup
+	$(BIN)/pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check consumergroup tests examples bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict consumergroup
+
+## make bench: the comparison benchmarks (never part of `make test`).
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

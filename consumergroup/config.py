@@ -1,0 +1,681 @@
+"""Configuration: nested dataclasses with sarama-like defaults.
+
+Durations are float seconds, sizes are int bytes. Build a :class:`Config`,
+change what you need (``config.consumer.group.session_timeout = 30.0``) and
+call :meth:`Config.validate`, which checks every field and raises
+:class:`~consumergroup.errors.ConfigurationError` naming the field path, the
+bad value, the allowed range and what to do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import ssl
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, NoReturn, get_args
+
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .balance.strategy import BalanceStrategy
+
+__all__ = [
+    "OFFSET_NEWEST",
+    "OFFSET_OLDEST",
+    "AutoCommitConfig",
+    "Config",
+    "ConsumerConfig",
+    "ConsumerRetryConfig",
+    "FetchConfig",
+    "GroupConfig",
+    "IsolationLevel",
+    "MemberConfig",
+    "MetadataConfig",
+    "NetConfig",
+    "OffsetReset",
+    "OffsetsConfig",
+    "RebalanceConfig",
+    "RetryConfig",
+    "SASLConfig",
+    "SaslMechanism",
+    "TLSConfig",
+]
+
+OFFSET_NEWEST = -1
+"""Start from the next message produced (Kafka's ``latest``; sarama's ``OffsetNewest``)."""
+OFFSET_OLDEST = -2
+"""Start from the oldest retained message (Kafka's ``earliest``; sarama's ``OffsetOldest``)."""
+
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+"""The SASL mechanisms this client implements."""
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+"""Which records a fetch returns: all, or only those of committed transactions."""
+OffsetReset = Literal["oldest", "newest", "error"]
+"""What to do when a committed offset is out of range."""
+
+_INT32_MAX = 2**31 - 1
+# Kafka carries these durations as int32 milliseconds.
+_INT32_MS_MAX_SECONDS = _INT32_MAX / 1000
+# group.instance.id rules, as the broker enforces them.
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_MAX_PROTOCOL_STRING_BYTES = 32767  # int16 length prefix
+_MAX_SHOWN = 80  # longest value repr quoted in an error message
+
+
+def _default_strategies() -> list[BalanceStrategy]:
+    # Imported lazily so that importing config never pulls in (or cycles through)
+    # the balance package.
+    from .balance.range import RangeAssignor
+
+    return [RangeAssignor()]
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _fail(path: str, value: object, rule: str, fix: str, *, secret: bool = False) -> NoReturn:
+    shown = f"<{type(value).__name__}, hidden>" if secret else repr(value)
+    if len(shown) > _MAX_SHOWN:
+        shown = f"{shown[: _MAX_SHOWN - 3]}..."
+    raise ConfigurationError(f"{path}={shown} {rule}: {fix}")
+
+
+def _check_number(
+    path: str,
+    value: object,
+    fix: str,
+    *,
+    low: float,
+    high: float | None = None,
+    low_open: bool = False,
+    integer: bool = False,
+    unit: str = "",
+) -> None:
+    """Fail unless ``value`` is a finite number (an int if ``integer``) within the bounds."""
+    ok = (
+        isinstance(value, (int, float))
+        # bool is an int subclass, but True is never a meaningful timeout or size.
+        and not isinstance(value, bool)
+        and not (integer and isinstance(value, float))
+        and math.isfinite(value)
+        and (value > low if low_open else value >= low)
+        and (high is None or value <= high)
+    )
+    if not ok:
+        if high is not None:
+            bounds = f"between {low} and {high}"
+        else:
+            bounds = f"{'>' if low_open else '>='} {low}"
+        kind = "an integer" if integer else "a number"
+        _fail(path, value, f"must be {kind} {bounds}{unit}", fix)
+
+
+def _check_seconds(path: str, value: object, fix: str, *, zero_ok: bool = False) -> None:
+    _check_number(path, value, fix, low=0, low_open=not zero_ok, unit=" (seconds)")
+
+
+def _check_int32_ms(path: str, value: object, fix: str) -> None:
+    _check_number(
+        path,
+        value,
+        fix,
+        low=0.001,
+        high=_INT32_MS_MAX_SECONDS,
+        unit=" (seconds; Kafka sends it as int32 milliseconds)",
+    )
+
+
+def _check_int32(path: str, value: object, fix: str, *, low: int, unit: str = "") -> None:
+    _check_number(path, value, fix, low=low, high=_INT32_MAX, integer=True, unit=unit)
+
+
+def _check_type(
+    path: str, value: object, expected: type, fix: str, *, secret: bool = False
+) -> None:
+    if not isinstance(value, expected):
+        _fail(path, value, f"must be of type {expected.__name__}", fix, secret=secret)
+
+
+def _check_choice(path: str, value: object, allowed: tuple[object, ...], fix: str) -> None:
+    # ``in`` alone would accept 1.0 for 1 or True for 1: compare types too.
+    if not any(type(value) is type(a) and value == a for a in allowed):
+        choices = ", ".join(repr(a) for a in allowed)
+        _fail(path, value, f"must be one of {choices}", fix)
+
+
+def _check_section(path: str, value: object, expected: type[_Section]) -> None:
+    if not isinstance(value, expected):
+        _fail(path, value, f"must be of type {expected.__name__}", f"assign {expected.__name__}()")
+    value._check(path)
+
+
+class _Section(ABC):
+    """A config dataclass that checks its own fields."""
+
+    @abstractmethod
+    def _check(self, path: str) -> None:
+        """Raise ConfigurationError for the first invalid field; ``path`` locates this section."""
+
+
+# ----------------------------------------------------------------------------- net
+
+
+@dataclass
+class TLSConfig(_Section):
+    """TLS for broker connections (sarama: ``Net.TLS``).
+
+    Attributes:
+        enable: Connect with TLS.
+        context: The SSL context to use; None means ``ssl.create_default_context()``
+            (verifies the broker certificate against the system CAs). Only
+            allowed when ``enable`` is True.
+    """
+
+    enable: bool = False
+    context: ssl.SSLContext | None = None
+
+    def _check(self, path: str) -> None:
+        _check_type(f"{path}.enable", self.enable, bool, "use True or False")
+        if self.context is not None:
+            _check_type(
+                f"{path}.context",
+                self.context,
+                ssl.SSLContext,
+                "pass an ssl.SSLContext, or None for the default context",
+            )
+            if not self.enable:
+                _fail(
+                    f"{path}.enable",
+                    self.enable,
+                    f"must be True when {path}.context is set",
+                    f"set {path}.enable = True, or drop the context to connect without TLS",
+                )
+
+
+@dataclass
+class SASLConfig(_Section):
+    """SASL authentication (sarama: ``Net.SASL``).
+
+    Attributes:
+        enable: Authenticate every connection with SASL.
+        mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``.
+        user: The user name; required when ``enable`` is True.
+        password: The password; required when ``enable`` is True.
+        handshake: Send a SaslHandshake request first (sarama: ``Handshake``);
+            disable only for proxies that expect raw SASL bytes.
+    """
+
+    enable: bool = False
+    mechanism: SaslMechanism = "PLAIN"
+    user: str = ""
+    password: str = field(default="", repr=False)
+    handshake: bool = True
+
+    def _check(self, path: str) -> None:
+        _check_type(f"{path}.enable", self.enable, bool, "use True or False")
+        _check_choice(
+            f"{path}.mechanism",
+            self.mechanism,
+            get_args(SaslMechanism),
+            "pick a mechanism the broker's listener has enabled",
+        )
+        _check_type(f"{path}.user", self.user, str, "give the SASL user name as a str")
+        _check_type(
+            f"{path}.password", self.password, str, "give the password as a str", secret=True
+        )
+        _check_type(f"{path}.handshake", self.handshake, bool, "use True or False")
+        if self.enable and not self.user:
+            _fail(
+                f"{path}.user",
+                self.user,
+                "must not be empty when SASL is enabled",
+                f"set {path}.user, or set {path}.enable = False",
+            )
+        if self.enable and not self.password:
+            _fail(
+                f"{path}.password",
+                self.password,
+                "must not be empty when SASL is enabled",
+                f"set {path}.password, or set {path}.enable = False",
+            )
+
+
+@dataclass
+class NetConfig(_Section):
+    """Broker connections (sarama: ``Net``).
+
+    Attributes:
+        dial_timeout: Seconds to open a connection, TLS and SASL included
+            (sarama: ``DialTimeout``).
+        read_timeout: Seconds to wait for the response to one request
+            (sarama: ``ReadTimeout``).
+        write_timeout: Seconds to wait for a request to be written
+            (sarama: ``WriteTimeout``).
+        max_open_requests: Requests in flight per connection (pipelining;
+            sarama: ``MaxOpenRequests``).
+        tls: TLS settings.
+        sasl: SASL settings.
+    """
+
+    dial_timeout: float = 30.0
+    read_timeout: float = 30.0
+    write_timeout: float = 30.0
+    max_open_requests: int = 5
+    tls: TLSConfig = field(default_factory=TLSConfig)
+    sasl: SASLConfig = field(default_factory=SASLConfig)
+
+    def _check(self, path: str) -> None:
+        _check_seconds(f"{path}.dial_timeout", self.dial_timeout, "use e.g. 30.0")
+        _check_seconds(f"{path}.read_timeout", self.read_timeout, "use e.g. 30.0")
+        _check_seconds(f"{path}.write_timeout", self.write_timeout, "use e.g. 30.0")
+        _check_number(
+            f"{path}.max_open_requests",
+            self.max_open_requests,
+            "use 1 to disable pipelining, or e.g. 5",
+            low=1,
+            integer=True,
+        )
+        _check_section(f"{path}.tls", self.tls, TLSConfig)
+        _check_section(f"{path}.sasl", self.sasl, SASLConfig)
+
+
+# ----------------------------------------------------------------------------- metadata
+
+
+@dataclass
+class RetryConfig(_Section):
+    """How often, and how far apart, to retry an operation after a retriable error.
+
+    Attributes:
+        max: Retries after the first attempt (0 = never retry; sarama: ``Retry.Max``).
+        backoff: Seconds to wait between attempts (sarama: ``Retry.Backoff``).
+    """
+
+    max: int = 3
+    backoff: float = 0.25
+
+    def _check(self, path: str) -> None:
+        _check_number(
+            f"{path}.max", self.max, "use 0 to never retry, or e.g. 3", low=0, integer=True
+        )
+        _check_seconds(f"{path}.backoff", self.backoff, "use 0 or more, e.g. 0.25", zero_ok=True)
+
+
+@dataclass
+class MetadataConfig(_Section):
+    """Cluster metadata (sarama: ``Metadata``).
+
+    Attributes:
+        retry: Retries of a metadata request while the cluster is electing
+            leaders (sarama: ``Metadata.Retry``).
+        refresh_frequency: Seconds between background metadata refreshes;
+            0 disables them (sarama: ``Metadata.RefreshFrequency``).
+        allow_auto_topic_creation: Let metadata requests create missing
+            topics, if the broker allows it (sarama: ``Metadata.AllowAutoTopicCreation``).
+    """
+
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    refresh_frequency: float = 600.0
+    allow_auto_topic_creation: bool = False
+
+    def _check(self, path: str) -> None:
+        _check_section(f"{path}.retry", self.retry, RetryConfig)
+        _check_seconds(
+            f"{path}.refresh_frequency",
+            self.refresh_frequency,
+            "use 0 to disable background refresh, or e.g. 600.0",
+            zero_ok=True,
+        )
+        _check_type(
+            f"{path}.allow_auto_topic_creation",
+            self.allow_auto_topic_creation,
+            bool,
+            "use True or False",
+        )
+
+
+# ----------------------------------------------------------------------------- group
+
+
+@dataclass
+class RebalanceConfig(_Section):
+    """How the group rebalances (sarama: ``Consumer.Group.Rebalance``).
+
+    Attributes:
+        strategies: Assignment strategies offered to the group, preferred
+            first; the leader uses the first one every member supports
+            (sarama: ``GroupStrategies``). Default: ``[RangeAssignor()]``.
+        timeout: Seconds the coordinator waits for every member to rejoin
+            during a rebalance; members that do not rejoin in time are
+            removed (sarama: ``Rebalance.Timeout``).
+        retry: Retries of a failed join/sync (sarama: ``Rebalance.Retry``).
+    """
+
+    strategies: list[BalanceStrategy] = field(default_factory=_default_strategies)
+    timeout: float = 60.0
+    retry: RetryConfig = field(default_factory=lambda: RetryConfig(max=4, backoff=2.0))
+
+    def _check(self, path: str) -> None:
+        strategies_path = f"{path}.strategies"
+        fix = "pass a non-empty list of strategies, e.g. [RangeAssignor()]"
+        if not isinstance(self.strategies, list) or not self.strategies:
+            _fail(strategies_path, self.strategies, "must be a non-empty list", fix)
+        seen: set[str] = set()
+        for i, strategy in enumerate(self.strategies):
+            item = f"{strategies_path}[{i}]"
+            name = getattr(strategy, "name", None)
+            if not isinstance(name, str) or not name:
+                _fail(
+                    f"{item}.name",
+                    name,
+                    "must be a non-empty str",
+                    "use a BalanceStrategy (it needs a name and a plan method)",
+                )
+            if not callable(getattr(strategy, "plan", None)):
+                _fail(
+                    item,
+                    strategy,
+                    "must have a plan() method",
+                    "use a BalanceStrategy (it needs a name and a plan method)",
+                )
+            if name in seen:
+                _fail(
+                    f"{item}.name",
+                    name,
+                    "must be unique among the strategies",
+                    "list each strategy once",
+                )
+            seen.add(name)
+        _check_int32_ms(f"{path}.timeout", self.timeout, "use e.g. 60.0")
+        _check_section(f"{path}.retry", self.retry, RetryConfig)
+
+
+@dataclass
+class MemberConfig(_Section):
+    """This member's data for the group (sarama: ``Consumer.Group.Member``).
+
+    Attributes:
+        user_data: Opaque bytes sent with the subscription in JoinGroup; every
+            member's user data reaches the leader's strategy (sarama: ``UserData``).
+    """
+
+    user_data: bytes = b""
+
+    def _check(self, path: str) -> None:
+        _check_type(f"{path}.user_data", self.user_data, bytes, "pass bytes, e.g. b''")
+
+
+@dataclass
+class GroupConfig(_Section):
+    """Group membership (sarama: ``Consumer.Group``).
+
+    Attributes:
+        session_timeout: Seconds without a heartbeat after which the
+            coordinator removes this member; must lie within the broker's
+            group.min/max.session.timeout.ms (sarama: ``Session.Timeout``).
+        heartbeat_interval: Seconds between heartbeats; must be less than
+            ``session_timeout``, typically at most a third of it
+            (sarama: ``Heartbeat.Interval``).
+        rebalance: Rebalance settings.
+        member: This member's user data.
+        instance_id: Static membership id (``group.instance.id``): a member
+            that restarts with the same id within the session timeout gets its
+            partitions back without a rebalance (sarama: ``InstanceId``).
+        partition_watch_interval: Seconds between checks of the subscribed
+            topics' partition counts; every member ends its session (and so
+            rebalances) when a count changes (sarama checks on the leader only,
+            every ``Metadata.RefreshFrequency``).
+    """
+
+    session_timeout: float = 10.0
+    heartbeat_interval: float = 3.0
+    rebalance: RebalanceConfig = field(default_factory=RebalanceConfig)
+    member: MemberConfig = field(default_factory=MemberConfig)
+    instance_id: str | None = None
+    partition_watch_interval: float = 10.0
+
+    def _check(self, path: str) -> None:
+        _check_int32_ms(f"{path}.session_timeout", self.session_timeout, "use e.g. 10.0")
+        _check_seconds(f"{path}.partition_watch_interval", self.partition_watch_interval,
+                       "use e.g. 10.0")
+        session = self.session_timeout
+        hb = self.heartbeat_interval
+        if (
+            not isinstance(hb, (int, float))
+            or isinstance(hb, bool)
+            or not math.isfinite(hb)
+            or not 0 < hb < session
+        ):
+            _fail(
+                f"{path}.heartbeat_interval",
+                hb,
+                f"must be > 0 and < {path}.session_timeout ({session})",
+                "lower the heartbeat interval (typically a third of the session timeout) "
+                "or raise the session timeout",
+            )
+        _check_section(f"{path}.rebalance", self.rebalance, RebalanceConfig)
+        _check_section(f"{path}.member", self.member, MemberConfig)
+        iid = self.instance_id
+        if iid is not None and (
+            not isinstance(iid, str) or not _INSTANCE_ID.fullmatch(iid) or iid in (".", "..")
+        ):
+            _fail(
+                f"{path}.instance_id",
+                iid,
+                "must be None or 1 to 249 of the characters A-Z a-z 0-9 . _ - "
+                "(and not '.' or '..')",
+                "use a stable id per process, e.g. 'orders-worker-1'",
+            )
+
+
+# ----------------------------------------------------------------------------- consumer
+
+
+@dataclass
+class ConsumerRetryConfig(_Section):
+    """Partition consumer retries (sarama: ``Consumer.Retry``).
+
+    Attributes:
+        backoff: Seconds a partition consumer waits before fetching again
+            after an error (sarama: ``Retry.Backoff``).
+    """
+
+    backoff: float = 2.0
+
+    def _check(self, path: str) -> None:
+        _check_seconds(f"{path}.backoff", self.backoff, "use 0 or more, e.g. 2.0", zero_ok=True)
+
+
+@dataclass
+class FetchConfig(_Section):
+    """Fetch sizes (sarama: ``Consumer.Fetch``).
+
+    Attributes:
+        min: Bytes the broker should gather before answering a fetch, waiting
+            up to ``max_wait_time`` (sarama: ``Fetch.Min``; Kafka ``fetch.min.bytes``).
+        default: Bytes requested per partition per fetch; grows automatically
+            when a single message is larger (sarama: ``Fetch.Default``).
+        max: Cap for that growth per partition; 0 means no cap
+            (sarama: ``Fetch.Max``).
+        max_bytes: Cap for a whole fetch response (Kafka ``fetch.max.bytes``;
+            sarama: ``MaxResponseSize``).
+    """
+
+    min: int = 1
+    default: int = 1048576
+    max: int = 0
+    max_bytes: int = 52428800
+
+    def _check(self, path: str) -> None:
+        _check_int32(f"{path}.min", self.min, "use e.g. 1", low=1, unit=" (bytes)")
+        _check_int32(f"{path}.default", self.default, "use e.g. 1048576", low=1, unit=" (bytes)")
+        if type(self.max) is not int or self.max != 0:  # exactly 0 means no limit
+            _check_int32(
+                f"{path}.max",
+                self.max,
+                f"use 0 for no limit, or a value >= {path}.default ({self.default})",
+                low=self.default,
+                unit=" (bytes), or 0 for no limit",
+            )
+        _check_int32(
+            f"{path}.max_bytes", self.max_bytes, "use e.g. 52428800", low=1, unit=" (bytes)"
+        )
+
+
+@dataclass
+class AutoCommitConfig(_Section):
+    """Periodic offset commits (sarama: ``Consumer.Offsets.AutoCommit``).
+
+    Attributes:
+        enable: Commit marked offsets in the background (sarama: ``Enable``).
+        interval: Seconds between background commits (sarama: ``Interval``).
+    """
+
+    enable: bool = True
+    interval: float = 1.0
+
+    def _check(self, path: str) -> None:
+        _check_type(f"{path}.enable", self.enable, bool, "use True or False")
+        _check_seconds(f"{path}.interval", self.interval, "use e.g. 1.0")
+
+
+@dataclass
+class OffsetsConfig(_Section):
+    """Offset management (sarama: ``Consumer.Offsets``).
+
+    Attributes:
+        auto_commit: Background commit settings.
+        initial: Where to start when the group has no committed offset:
+            ``OFFSET_NEWEST`` or ``OFFSET_OLDEST`` (sarama: ``Initial``).
+        reset: What to do when the committed offset is out of range:
+            ``"oldest"``, ``"newest"``, ``"error"`` (surface
+            ``OffsetOutOfRangeError``), or None to follow ``initial``
+            (sarama: ``ResetInvalidOffsets``).
+        retention: Seconds the broker keeps committed offsets; 0 means the
+            broker's ``offsets.retention.minutes`` (sarama: ``Retention``).
+        retry: Retries of a failed offset commit or fetch (sarama: ``Retry``).
+    """
+
+    auto_commit: AutoCommitConfig = field(default_factory=AutoCommitConfig)
+    initial: int = OFFSET_NEWEST
+    reset: OffsetReset | None = None
+    retention: float = 0.0
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+    def _check(self, path: str) -> None:
+        _check_section(f"{path}.auto_commit", self.auto_commit, AutoCommitConfig)
+        _check_choice(
+            f"{path}.initial",
+            self.initial,
+            (OFFSET_NEWEST, OFFSET_OLDEST),
+            "use OFFSET_NEWEST (-1) or OFFSET_OLDEST (-2)",
+        )
+        _check_choice(
+            f"{path}.reset",
+            self.reset,
+            (*get_args(OffsetReset), None),
+            f"pick one; None follows {path}.initial",
+        )
+        _check_seconds(
+            f"{path}.retention",
+            self.retention,
+            "use 0 for the broker default, or a retention in seconds",
+            zero_ok=True,
+        )
+        _check_section(f"{path}.retry", self.retry, RetryConfig)
+
+
+@dataclass
+class ConsumerConfig(_Section):
+    """Consuming (sarama: ``Consumer``).
+
+    Attributes:
+        group: Group membership settings.
+        retry: Partition consumer retry settings.
+        fetch: Fetch sizes.
+        max_wait_time: Seconds the broker may wait for ``fetch.min`` bytes
+            before answering a fetch (sarama: ``MaxWaitTime``).
+        max_processing_time: Seconds a handler may take to accept a message
+            before its partition stops being fetched until it catches up
+            (sarama: ``MaxProcessingTime``).
+        return_errors: Deliver partition consumer errors to the errors
+            channel instead of only logging them (sarama: ``Return.Errors``).
+        isolation_level: ``"read_uncommitted"`` or ``"read_committed"``
+            (only records of committed transactions; sarama: ``IsolationLevel``).
+        offsets: Offset management settings.
+    """
+
+    group: GroupConfig = field(default_factory=GroupConfig)
+    retry: ConsumerRetryConfig = field(default_factory=ConsumerRetryConfig)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    max_wait_time: float = 0.5
+    max_processing_time: float = 0.1
+    return_errors: bool = False
+    isolation_level: IsolationLevel = "read_uncommitted"
+    offsets: OffsetsConfig = field(default_factory=OffsetsConfig)
+
+    def _check(self, path: str) -> None:
+        _check_section(f"{path}.group", self.group, GroupConfig)
+        _check_section(f"{path}.retry", self.retry, ConsumerRetryConfig)
+        _check_section(f"{path}.fetch", self.fetch, FetchConfig)
+        _check_int32_ms(f"{path}.max_wait_time", self.max_wait_time, "use e.g. 0.5")
+        _check_seconds(f"{path}.max_processing_time", self.max_processing_time, "use e.g. 0.1")
+        _check_type(f"{path}.return_errors", self.return_errors, bool, "use True or False")
+        _check_choice(
+            f"{path}.isolation_level",
+            self.isolation_level,
+            get_args(IsolationLevel),
+            "use 'read_committed' to skip records of aborted or open transactions",
+        )
+        _check_section(f"{path}.offsets", self.offsets, OffsetsConfig)
+
+
+# ----------------------------------------------------------------------------- root
+
+
+@dataclass
+class Config:
+    """Everything configurable, with sarama-like defaults (sarama: ``Config``).
+
+    Attributes:
+        client_id: Sent with every request; shows up in broker logs and
+            quotas (sarama: ``ClientID``).
+        channel_buffer_size: Messages queued per partition; a partition is
+            not fetched while this many are waiting (sarama: ``ChannelBufferSize``).
+        net: Broker connection settings.
+        metadata: Cluster metadata settings.
+        consumer: Consumer and group settings.
+    """
+
+    client_id: str = "consumergroup"
+    channel_buffer_size: int = 256
+    net: NetConfig = field(default_factory=NetConfig)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+
+    def validate(self) -> None:
+        """Check every field; raise ConfigurationError on the first invalid one."""
+        try:
+            client_id_ok = len(self.client_id.encode()) <= _MAX_PROTOCOL_STRING_BYTES
+        except (AttributeError, UnicodeEncodeError):  # not a str, or lone surrogates
+            client_id_ok = False
+        if not client_id_ok:
+            _fail(
+                "client_id",
+                self.client_id,
+                f"must be a str of at most {_MAX_PROTOCOL_STRING_BYTES} UTF-8 bytes",
+                "use a short name for this application",
+            )
+        _check_number(
+            "channel_buffer_size",
+            self.channel_buffer_size,
+            "use e.g. 256",
+            low=1,
+            integer=True,
+            unit=" (messages)",
+        )
+        _check_section("net", self.net, NetConfig)
+        _check_section("metadata", self.metadata, MetadataConfig)
+        _check_section("consumer", self.consumer, ConsumerConfig)

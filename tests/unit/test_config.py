@@ -1,0 +1,335 @@
+"""Unit tests for consumergroup.config: defaults and Config.validate()."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from typing import Any
+
+import pytest
+
+from consumergroup.balance.range import RangeAssignor
+from consumergroup.config import (
+    OFFSET_NEWEST,
+    OFFSET_OLDEST,
+    Config,
+    RetryConfig,
+)
+from consumergroup.errors import ConfigurationError, ConsumerGroupError
+
+
+class _Strategy:
+    """Duck-typed strategy: validate() only needs ``name`` and ``plan``."""
+
+    def __init__(self, name: object) -> None:
+        self.name = name
+
+    def plan(
+        self, members: Mapping[str, Any], partitions: Mapping[str, Sequence[int]]
+    ) -> dict[str, dict[str, list[int]]]:
+        return {member: {} for member in members}
+
+
+def _set(config: Config, path: str, value: object) -> None:
+    *parents, leaf = path.split(".")
+    setattr(reduce(getattr, parents, config), leaf, value)
+
+
+def _get(config: Config, path: str) -> Any:
+    return reduce(getattr, path.split("."), config)
+
+
+def test_defaults_validate() -> None:
+    config = Config()
+    config.validate()
+    strategies = config.consumer.group.rebalance.strategies
+    assert [type(s) for s in strategies] == [RangeAssignor]
+    assert strategies[0].name == "range"
+
+
+def test_defaults_match_sarama_like_values() -> None:
+    config = Config()
+    assert config.client_id == "consumergroup"
+    assert config.channel_buffer_size == 256
+    assert (config.net.dial_timeout, config.net.read_timeout, config.net.write_timeout) == (
+        30.0,
+        30.0,
+        30.0,
+    )
+    assert config.net.max_open_requests == 5
+    assert not config.net.tls.enable and config.net.tls.context is None
+    assert not config.net.sasl.enable and config.net.sasl.mechanism == "PLAIN"
+    assert config.net.sasl.handshake
+    assert config.metadata.retry == RetryConfig(max=3, backoff=0.25)
+    assert config.metadata.refresh_frequency == 600.0
+    assert not config.metadata.allow_auto_topic_creation
+    group = config.consumer.group
+    assert (group.session_timeout, group.heartbeat_interval) == (10.0, 3.0)
+    assert group.rebalance.timeout == 60.0
+    assert group.rebalance.retry == RetryConfig(max=4, backoff=2.0)
+    assert group.member.user_data == b""
+    assert group.instance_id is None
+    consumer = config.consumer
+    assert consumer.retry.backoff == 2.0
+    assert (consumer.fetch.min, consumer.fetch.default, consumer.fetch.max) == (1, 1048576, 0)
+    assert consumer.fetch.max_bytes == 52428800
+    assert (consumer.max_wait_time, consumer.max_processing_time) == (0.5, 0.1)
+    assert not consumer.return_errors
+    assert consumer.isolation_level == "read_uncommitted"
+    offsets = consumer.offsets
+    assert offsets.auto_commit.enable and offsets.auto_commit.interval == 1.0
+    assert offsets.initial == OFFSET_NEWEST == -1 and OFFSET_OLDEST == -2
+    assert offsets.reset is None and offsets.retention == 0.0
+    assert offsets.retry == RetryConfig(max=3, backoff=0.25)
+
+
+def test_configs_do_not_share_mutable_defaults() -> None:
+    a, b = Config(), Config()
+    assert a.consumer.group.rebalance.strategies is not b.consumer.group.rebalance.strategies
+    assert a.metadata.retry is not b.metadata.retry
+    a.consumer.group.session_timeout = 30.0
+    assert b.consumer.group.session_timeout == 10.0
+
+
+BAD_VALUES: list[tuple[str, object]] = [
+    ("client_id", 123),
+    ("client_id", None),
+    ("client_id", "x" * 32768),
+    ("client_id", "\ud800"),
+    ("channel_buffer_size", 0),
+    ("channel_buffer_size", 1.5),
+    ("channel_buffer_size", True),
+    ("channel_buffer_size", "256"),
+    ("net", None),
+    ("net.dial_timeout", 0),
+    ("net.dial_timeout", -1.0),
+    ("net.dial_timeout", float("nan")),
+    ("net.dial_timeout", float("inf")),
+    ("net.dial_timeout", "30"),
+    ("net.read_timeout", 0.0),
+    ("net.write_timeout", -0.5),
+    ("net.max_open_requests", 0),
+    ("net.max_open_requests", 2.0),
+    ("net.tls", None),
+    ("net.tls.enable", "yes"),
+    ("net.tls.context", "my-context"),
+    ("net.sasl", {}),
+    ("net.sasl.enable", 1),
+    ("net.sasl.mechanism", "GSSAPI"),
+    ("net.sasl.mechanism", "plain"),
+    ("net.sasl.user", None),
+    ("net.sasl.handshake", "true"),
+    ("metadata", None),
+    ("metadata.retry", None),
+    ("metadata.retry.max", -1),
+    ("metadata.retry.max", 1.5),
+    ("metadata.retry.backoff", -0.1),
+    ("metadata.refresh_frequency", -1.0),
+    ("metadata.allow_auto_topic_creation", None),
+    ("consumer", None),
+    ("consumer.group", None),
+    ("consumer.group.session_timeout", 0),
+    ("consumer.group.session_timeout", 0.0005),
+    ("consumer.group.session_timeout", 3_000_000.0),
+    ("consumer.group.heartbeat_interval", 0),
+    ("consumer.group.heartbeat_interval", 10.0),
+    ("consumer.group.heartbeat_interval", 12.0),
+    ("consumer.group.heartbeat_interval", None),
+    ("consumer.group.rebalance", None),
+    ("consumer.group.rebalance.strategies", []),
+    ("consumer.group.rebalance.strategies", None),
+    ("consumer.group.rebalance.strategies", (RangeAssignor(),)),
+    ("consumer.group.rebalance.timeout", 0),
+    ("consumer.group.rebalance.timeout", float("inf")),
+    ("consumer.group.rebalance.retry.max", -1),
+    ("consumer.group.rebalance.retry.backoff", -1),
+    ("consumer.group.member", None),
+    ("consumer.group.member.user_data", "text"),
+    ("consumer.group.instance_id", ""),
+    ("consumer.group.instance_id", "worker 1"),
+    ("consumer.group.instance_id", ".."),
+    ("consumer.group.instance_id", "x" * 250),
+    ("consumer.group.instance_id", 5),
+    ("consumer.retry", None),
+    ("consumer.retry.backoff", -1),
+    ("consumer.fetch", None),
+    ("consumer.fetch.min", 0),
+    ("consumer.fetch.min", 2**31),
+    ("consumer.fetch.default", 0),
+    ("consumer.fetch.default", 1024.0),
+    ("consumer.fetch.max", -1),
+    ("consumer.fetch.max", 1024),
+    ("consumer.fetch.max", 0.0),
+    ("consumer.fetch.max", False),
+    ("consumer.fetch.max_bytes", 0),
+    ("consumer.max_wait_time", 0),
+    ("consumer.max_wait_time", 0.0001),
+    ("consumer.max_processing_time", 0),
+    ("consumer.return_errors", "no"),
+    ("consumer.isolation_level", "READ_COMMITTED"),
+    ("consumer.isolation_level", None),
+    ("consumer.offsets", None),
+    ("consumer.offsets.auto_commit", None),
+    ("consumer.offsets.auto_commit.enable", None),
+    ("consumer.offsets.auto_commit.interval", 0),
+    ("consumer.offsets.initial", 0),
+    ("consumer.offsets.initial", -1.0),
+    ("consumer.offsets.initial", "oldest"),
+    ("consumer.offsets.reset", "latest"),
+    ("consumer.offsets.reset", ""),
+    ("consumer.offsets.retention", -1),
+    ("consumer.offsets.retry", None),
+    ("consumer.offsets.retry.backoff", float("inf")),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), BAD_VALUES)
+def test_bad_value_is_rejected_with_field_path(path: str, value: object) -> None:
+    config = Config()
+    _set(config, path, value)
+    with pytest.raises(ConfigurationError) as info:
+        config.validate()
+    message = str(info.value)
+    assert message.startswith(f"{path}="), message
+    assert ": " in message.removeprefix(f"{path}=")  # a rule, then what to do
+
+
+GOOD_VALUES: list[tuple[str, object]] = [
+    ("client_id", ""),
+    ("channel_buffer_size", 1),
+    ("net.dial_timeout", 1),
+    ("net.max_open_requests", 1),
+    ("metadata.retry.max", 0),
+    ("metadata.retry.backoff", 0),
+    ("metadata.refresh_frequency", 0),
+    ("consumer.group.session_timeout", 45),
+    ("consumer.group.heartbeat_interval", 9.99),
+    ("consumer.group.rebalance.strategies", [_Strategy("a"), _Strategy("b")]),
+    ("consumer.group.rebalance.timeout", 300.0),
+    ("consumer.group.member.user_data", b"\x00\x01"),
+    ("consumer.group.instance_id", "orders-worker_1.eu"),
+    ("consumer.fetch.max", 1048576),
+    ("consumer.fetch.max", 2**31 - 1),
+    ("consumer.max_wait_time", 0.001),
+    ("consumer.return_errors", True),
+    ("consumer.isolation_level", "read_committed"),
+    ("consumer.offsets.auto_commit.enable", False),
+    ("consumer.offsets.initial", OFFSET_OLDEST),
+    ("consumer.offsets.reset", "oldest"),
+    ("consumer.offsets.reset", "newest"),
+    ("consumer.offsets.reset", "error"),
+    ("consumer.offsets.retention", 7 * 24 * 3600.0),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), GOOD_VALUES)
+def test_good_value_is_accepted(path: str, value: object) -> None:
+    config = Config()
+    _set(config, path, value)
+    config.validate()
+    assert _get(config, path) == value
+
+
+def test_heartbeat_message_explains_the_fix() -> None:
+    config = Config()
+    config.consumer.group.heartbeat_interval = 12.0
+    with pytest.raises(ConfigurationError) as info:
+        config.validate()
+    assert str(info.value) == (
+        "consumer.group.heartbeat_interval=12.0 must be > 0 and < "
+        "consumer.group.session_timeout (10.0): lower the heartbeat interval (typically a "
+        "third of the session timeout) or raise the session timeout"
+    )
+
+
+def test_range_message_names_bounds() -> None:
+    config = Config()
+    config.consumer.group.session_timeout = 0
+    with pytest.raises(ConfigurationError, match=r"between 0\.001 and 2147483\.647"):
+        config.validate()
+
+
+def test_fetch_max_message_names_fetch_default() -> None:
+    config = Config()
+    config.consumer.fetch.max = 1024
+    with pytest.raises(ConfigurationError, match=r"consumer\.fetch\.default \(1048576\)"):
+        config.validate()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_enabled_with_credentials_is_valid(mechanism: str) -> None:
+    config = Config()
+    sasl = config.net.sasl
+    sasl.enable, sasl.user, sasl.password = True, "alice", "s3cret"
+    _set(config, "net.sasl.mechanism", mechanism)
+    config.validate()
+
+
+@pytest.mark.parametrize(
+    ("user", "password", "path"),
+    [("", "s3cret", "net.sasl.user"), ("alice", "", "net.sasl.password")],
+)
+def test_sasl_enabled_needs_credentials(user: str, password: str, path: str) -> None:
+    config = Config()
+    sasl = config.net.sasl
+    sasl.enable, sasl.user, sasl.password = True, user, password
+    with pytest.raises(ConfigurationError, match=f"^{path}=.*must not be empty"):
+        config.validate()
+
+
+def test_password_is_never_echoed() -> None:
+    config = Config()
+    _set(config, "net.sasl.password", b"hunter2")
+    with pytest.raises(ConfigurationError) as info:
+        config.validate()
+    assert str(info.value).startswith("net.sasl.password=<bytes, hidden> must be of type str")
+    assert "hunter2" not in str(info.value)
+    config.net.sasl.password = "hunter2"
+    assert "hunter2" not in repr(config)
+
+
+def test_tls_context_requires_enable() -> None:
+    config = Config()
+    config.net.tls.context = ssl.create_default_context()
+    with pytest.raises(ConfigurationError, match=r"^net\.tls\.enable=False must be True"):
+        config.validate()
+    config.net.tls.enable = True
+    config.validate()
+
+
+@pytest.mark.parametrize(
+    ("strategies", "path", "rule"),
+    [
+        ([_Strategy("a"), _Strategy("a")], "strategies[1].name", "must be unique"),
+        ([_Strategy("a"), _Strategy(7)], "strategies[1].name", "must be a non-empty str"),
+        ([_Strategy("")], "strategies[0].name", "must be a non-empty str"),
+        ([RangeAssignor(), object()], "strategies[1].name", "must be a non-empty str"),
+    ],
+)
+def test_strategy_items_are_checked(strategies: list[Any], path: str, rule: str) -> None:
+    config = Config()
+    config.consumer.group.rebalance.strategies = strategies
+    with pytest.raises(ConfigurationError) as info:
+        config.validate()
+    assert str(info.value).startswith(f"consumer.group.rebalance.{path}=")
+    assert rule in str(info.value)
+
+
+def test_strategy_without_plan_is_rejected() -> None:
+    class NoPlan:
+        name = "noplan"
+
+    config = Config()
+    config.consumer.group.rebalance.strategies = [NoPlan()]  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match=r"strategies\[0\]=.* must have a plan\(\)"):
+        config.validate()
+
+
+def test_configuration_error_is_a_value_error() -> None:
+    config = Config()
+    config.channel_buffer_size = 0
+    with pytest.raises(ValueError):
+        config.validate()
+    with pytest.raises(ConsumerGroupError):
+        config.validate()
