@@ -1,0 +1,407 @@
+"""Client: the cluster as the rest of the package sees it (sarama's ``client.go``).
+
+Four roles: ``any()`` (a live broker, rotating past dead seeds), ``leader()``
+(a partition's leader), ``coordinator()`` (a group's coordinator) and
+``controller()``. Behind them: a metadata cache refreshed on demand, on errors
+and every ``metadata.refresh_frequency``, and a registry of connections that
+reuses live ones and drops dead ones.
+
+Connections are keyed by broker address *and purpose*: Kafka serves one request
+per connection at a time, so a long-polling Fetch would otherwise hold up a
+Heartbeat or a Metadata request queued behind it. ``"fetch"`` connections carry
+Fetch only, ``"group"`` connections carry coordinator traffic, ``"default"``
+everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .config import Config
+from .errors import (
+    ClosedError,
+    ConfigurationError,
+    CoordinatorNotAvailableError,
+    KafkaConnectionError,
+    KafkaError,
+    LeaderNotAvailableError,
+    NoBrokersAvailableError,
+    RequestTimedOutError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+    raise_for_code,
+)
+from .net.connection import BrokerConnection
+from .net.protocol import (
+    CreateTopicsRequest,
+    FindCoordinatorRequest,
+    MetadataRequest,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Errors worth a retry after backoff: the cluster is moving, not broken.
+_TRANSIENT = (KafkaConnectionError, RequestTimedOutError)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A broker as metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port``."""
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """One partition's leader and replicas (leader -1: no leader right now)."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error_code: int = 0
+
+
+def parse_address(addr: str) -> tuple[str, int]:
+    """``"host:port"`` (or ``"[v6]:port"``) -> (host, port); raises ConfigurationError."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigurationError(
+            f"broker address {addr!r} is not HOST:PORT (for example '127.0.0.1:9092')"
+        )
+    return host.strip("[]"), int(port)
+
+
+class Client:
+    """Seed brokers, metadata cache, connection registry.
+
+    Use as ``async with Client(addrs, config) as client:``. Every method must
+    run on the event loop that started the client.
+    """
+
+    def __init__(self, addrs: Sequence[str], config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.config.validate()
+        if isinstance(addrs, str):
+            addrs = [addrs]
+        if not addrs:
+            raise ConfigurationError("no bootstrap brokers given: pass at least one 'host:port'")
+        self._seeds: list[tuple[str, int]] = [parse_address(a) for a in addrs]
+        # --- state below is touched only from the event loop, by Client methods ---
+        # Latest metadata; replaced wholesale (per topic) by _apply_metadata().
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self._controller_id = -1
+        # group -> coordinator; dropped by invalidate_coordinator() on NOT_COORDINATOR.
+        self._coordinators: dict[str, BrokerInfo] = {}
+        # (host, port, purpose) -> live connection; a dead one is replaced on next use.
+        self._conns: dict[tuple[str, int, str], BrokerConnection] = {}
+        self._dial_locks: dict[tuple[str, int, str], asyncio.Lock] = {}
+        self._metadata_lock = asyncio.Lock()
+        self._refresher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Fetch the cluster's metadata once and start the background refresher."""
+        await self.refresh_metadata()
+        if self.config.metadata.refresh_frequency > 0 and self._refresher is None:
+            self._refresher = asyncio.create_task(self._refresh_loop(), name="metadata-refresh")
+
+    async def close(self) -> None:
+        """Stop the refresher and close every connection (idempotent)."""
+        self._closed = True
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+            self._refresher = None
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    # ------------------------------------------------------------------ connections
+
+    async def _connect(
+        self, host: str, port: int, purpose: str, node_id: int | None
+    ) -> BrokerConnection:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        key = (host, port, purpose)
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._dial_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(key)
+            if conn is None or conn.closed:
+                conn = await BrokerConnection.open(host, port, self.config, node_id)
+                self._conns[key] = conn
+            return conn
+
+    async def connection(self, node_id: int, purpose: str = "default") -> BrokerConnection:
+        """A live connection to broker ``node_id`` (metadata is refreshed if it is unknown)."""
+        broker = self._brokers.get(node_id)
+        if broker is None:
+            await self.refresh_metadata()
+            broker = self._brokers.get(node_id)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster's metadata")
+        return await self._connect(broker.host, broker.port, purpose, node_id)
+
+    def brokers(self) -> list[BrokerInfo]:
+        """Brokers in the latest metadata."""
+        return list(self._brokers.values())
+
+    async def any(self) -> BrokerConnection:
+        """A live connection to some broker: known ones first, then the seeds, rotating."""
+        candidates: list[tuple[str, int, int | None]] = [
+            (b.host, b.port, b.node_id) for b in self._brokers.values()
+        ]
+        candidates += [(h, p, None) for h, p in self._seeds]
+        random.shuffle(candidates)
+        # A live connection wins outright; otherwise dial in turn.
+        for host, port, _ in candidates:
+            conn = self._conns.get((host, port, "default"))
+            if conn is not None and not conn.closed:
+                return conn
+        errors: list[str] = []
+        for host, port, node_id in candidates:
+            try:
+                return await self._connect(host, port, "default", node_id)
+            except (KafkaConnectionError, RequestTimedOutError, OSError) as exc:
+                errors.append(f"{host}:{port}: {exc}")
+        seeds = ", ".join(f"{h}:{p}" for h, p in self._seeds)
+        raise NoBrokersAvailableError(
+            f"none of the brokers answered (seeds: {seeds}; net.dial_timeout="
+            f"{self.config.net.dial_timeout}s): check the bootstrap addresses, the network "
+            f"and that the brokers are running. Details: {'; '.join(errors)}"
+        )
+
+    # --------------------------------------------------------------------- metadata
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt`` up to ``metadata.retry.max`` extra times on transient errors."""
+        retry = self.config.metadata.retry
+        for n in range(retry.max + 1):
+            try:
+                return await attempt()
+            except KafkaError as exc:
+                if not exc.retriable or n == retry.max:
+                    raise
+                log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
+            except _TRANSIENT as exc:
+                if n == retry.max:
+                    raise
+                log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
+            await asyncio.sleep(retry.backoff)
+        raise AssertionError("unreachable")
+
+    async def refresh_metadata(self, *topics: str) -> None:
+        """Fetch metadata for ``topics`` (all topics when none are named)."""
+
+        async def attempt() -> None:
+            conn = await self.any()
+            req = MetadataRequest(
+                list(topics) if topics else None,
+                self.config.metadata.allow_auto_topic_creation,
+            )
+            resp = await conn.send(req)
+            self._apply_metadata(resp.to_object(), topics)
+
+        async with self._metadata_lock:
+            await self._retrying("metadata", attempt)
+
+    def _apply_metadata(self, meta: dict[str, Any], requested: Iterable[str]) -> None:
+        brokers = {
+            b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
+            for b in meta["brokers"]
+        }
+        if brokers:
+            self._brokers = brokers
+        self._controller_id = meta.get("controller_id", -1)
+        errors: dict[str, int] = {}
+        for t in meta["topics"]:
+            name, code = t["topic"], t["error_code"]
+            if code and not t["partitions"]:
+                errors[name] = code
+                self._topics.pop(name, None)
+                continue
+            self._topics[name] = {
+                p["partition"]: PartitionMetadata(
+                    p["partition"],
+                    p["leader"],
+                    tuple(p["replicas"]),
+                    tuple(p["isr"]),
+                    p["error_code"],
+                )
+                for p in t["partitions"]
+            }
+        for name in requested:
+            code = errors.get(name, 0)
+            if (
+                code
+                and error_for_code(code).retriable
+                and code != UnknownTopicOrPartitionError.errno
+            ):
+                # e.g. LEADER_NOT_AVAILABLE while a new topic is being created.
+                raise_for_code(code, f"metadata for topic {name!r}")
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.metadata.refresh_frequency)
+            try:
+                await self.refresh_metadata(*self._topics)
+            except Exception as exc:  # keep the loop alive; the next use refreshes again
+                log.warning("background metadata refresh failed: %s", exc)
+
+    async def topics(self) -> list[str]:
+        """Every topic in the cluster (fresh metadata)."""
+        await self.refresh_metadata()
+        return sorted(self._topics)
+
+    def cached_partitions(self, topic: str) -> list[int] | None:
+        """Partition ids from the cache, or None if the topic is not cached."""
+        parts = self._topics.get(topic)
+        return sorted(parts) if parts is not None else None
+
+    async def partitions(self, topic: str, refresh: bool = False) -> list[int]:
+        """Partition ids of ``topic``; raises UnknownTopicOrPartitionError if it does not exist."""
+        if refresh or topic not in self._topics:
+            await self.refresh_metadata(topic)
+        parts = self.cached_partitions(topic)
+        if parts is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} does not exist: create it first (or enable "
+                "metadata.allow_auto_topic_creation where the broker allows it)"
+            )
+        return parts
+
+    def leader_id(self, topic: str, partition: int) -> int:
+        """The cached leader's node id (-1 when unknown or leaderless)."""
+        meta = self._topics.get(topic, {}).get(partition)
+        return meta.leader if meta is not None else -1
+
+    async def leader(
+        self, topic: str, partition: int, purpose: str = "default"
+    ) -> BrokerConnection:
+        """A connection to the leader of ``topic/partition`` (refreshing metadata if needed)."""
+
+        async def attempt() -> BrokerConnection:
+            node = self.leader_id(topic, partition)
+            if node < 0 or node not in self._brokers:
+                await self.refresh_metadata(topic)
+                if partition not in self._topics.get(topic, {}):
+                    await self.partitions(topic)  # raises for an unknown topic
+                    raise UnknownTopicOrPartitionError(
+                        f"{topic!r} has no partition {partition}: it has "
+                        f"{len(self._topics[topic])} partitions"
+                    )
+                node = self.leader_id(topic, partition)
+                if node < 0:
+                    raise LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
+            return await self.connection(node, purpose)
+
+        return await self._retrying(f"leader of {topic}/{partition}", attempt)
+
+    async def controller(self) -> BrokerConnection:
+        """A connection to the controller (or any broker where no controller is reported)."""
+        if self._controller_id < 0:
+            await self.refresh_metadata()
+        if self._controller_id in self._brokers:
+            return await self.connection(self._controller_id)
+        return await self.any()
+
+    # ----------------------------------------------------------------- coordinators
+
+    async def coordinator(self, group: str) -> BrokerConnection:
+        """A ``"group"``-purpose connection to ``group``'s coordinator (cached)."""
+
+        async def attempt() -> BrokerConnection:
+            broker = self._coordinators.get(group)
+            if broker is None:
+                conn = await self.any()
+                resp = (await conn.send(FindCoordinatorRequest(group, 0))).to_object()
+                code = resp["error_code"]
+                if code:
+                    raise error_for_code(code)(
+                        f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}"
+                    )
+                broker = BrokerInfo(resp["coordinator_id"], resp["host"], resp["port"])
+                self._coordinators[group] = broker
+            try:
+                return await self._connect(broker.host, broker.port, "group", broker.node_id)
+            except (KafkaConnectionError, RequestTimedOutError):
+                self.invalidate_coordinator(group)
+                raise
+
+        try:
+            return await self._retrying(f"coordinator of {group!r}", attempt)
+        except CoordinatorNotAvailableError as exc:
+            raise CoordinatorNotAvailableError(
+                f"no coordinator for group {group!r} after {self.config.metadata.retry.max + 1} "
+                f"tries: is the broker's __consumer_offsets topic healthy? ({exc})"
+            ) from exc
+
+    def invalidate_coordinator(self, group: str) -> None:
+        """Forget ``group``'s coordinator (after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)."""
+        self._coordinators.pop(group, None)
+
+    # ------------------------------------------------------------------------ admin
+
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int = 1, timeout: float = 30.0
+    ) -> None:
+        """Create a topic and wait until its metadata shows every partition with a leader."""
+        conn = await self.controller()
+        req = CreateTopicsRequest(
+            [(name, partitions, replication_factor, [], [])], int(timeout * 1000), False
+        )
+        resp = (await conn.send(req, timeout=timeout + self.config.net.read_timeout)).to_object()
+        for err in resp["topic_errors"]:
+            code = err["error_code"]
+            if code == TopicAlreadyExistsError.errno:
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            raise_for_code(code, f"CreateTopics {name!r}: {err.get('error_message') or ''}")
+        async with asyncio.timeout(timeout):
+            while True:
+                with contextlib.suppress(KafkaError):
+                    await self.refresh_metadata(name)
+                parts = self._topics.get(name, {})
+                if len(parts) == partitions and all(p.leader >= 0 for p in parts.values()):
+                    return
+                await asyncio.sleep(0.05)

@@ -1,0 +1,169 @@
+"""The one adapter between this project and aiokafka's wire codecs.
+
+Everything the rest of the package needs from ``aiokafka.protocol`` is imported
+here and re-exported under a stable name, so an aiokafka upgrade touches one
+file. aiokafka's ``Request`` builders already implement "pick the highest codec
+version inside the broker's [min, max] range" (``Request.prepare``); the
+connection feeds them the ranges the broker advertised in ApiVersions.
+
+Responses decode to aiokafka ``Struct`` objects: top-level fields are
+attributes, nested arrays are plain tuples in schema order.
+"""
+
+from __future__ import annotations
+
+import functools
+from io import BytesIO
+from typing import Any, TypeAlias
+
+from aiokafka.errors import IncompatibleBrokerVersion
+from aiokafka.protocol.admin import (
+    ApiVersionRequest,
+    ApiVersionRequest_v0,
+    CreateTopicsRequest,
+    SaslAuthenticateRequest,
+    SaslHandShakeRequest,
+)
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
+from aiokafka.protocol.coordination import FindCoordinatorRequest
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+)
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
+
+from ..errors import UnsupportedVersionError
+
+__all__ = [
+    "API_NAMES",
+    "ApiVersionRequest",
+    "ApiVersionRequest_v0",
+    "CreateTopicsRequest",
+    "FetchRequest",
+    "FindCoordinatorRequest",
+    "HeartbeatRequest",
+    "JoinGroupRequest",
+    "LeaveGroupRequest",
+    "ListOffsetsRequest",
+    "MetadataRequest",
+    "OffsetCommitRequest",
+    "OffsetFetchRequest",
+    "Request",
+    "RequestStruct",
+    "Response",
+    "SaslAuthenticateRequest",
+    "SaslHandShakeRequest",
+    "SyncGroupRequest",
+    "VersionRanges",
+    "codec_versions",
+    "decode_response",
+    "encode_request",
+    "prepare",
+]
+
+#: api_key -> (min_version, max_version) as advertised by a broker.
+VersionRanges: TypeAlias = dict[int, tuple[int, int]]
+
+#: The APIs this package speaks, by key (names for logs and error messages).
+API_NAMES: dict[int, str] = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    36: "SaslAuthenticate",
+}
+
+_ListOffsetsStruct: TypeAlias = OffsetRequest_v1 | OffsetRequest_v2 | OffsetRequest_v3
+
+
+class ListOffsetsRequest(Request[_ListOffsetsStruct]):  # type: ignore[misc]
+    """ListOffsets v1-v3 (v1 is the floor of Kafka 4.0).
+
+    aiokafka 0.14's v4/v5 structs declare ``current_leader_epoch`` as int64 (the
+    protocol says int32) and its builder omits the field, so those versions are
+    left out here; v1-v3 carry everything a consumer needs.
+    ``topics``: ``[(topic, [(partition, timestamp)])]`` with timestamp -2 (earliest)
+    or -1 (latest).
+    """
+
+    API_KEY = 2
+
+    def __init__(self, isolation_level: int, topics: list[tuple[str, list[tuple[int, int]]]]):
+        self._isolation_level = isolation_level
+        self._topics = topics
+
+    def build(self, request_struct_class: type[_ListOffsetsStruct]) -> _ListOffsetsStruct:
+        """The struct for the negotiated version (isolation level from v2 on)."""
+        if request_struct_class.API_VERSION < 2:
+            return request_struct_class(-1, self._topics)
+        return request_struct_class(-1, self._isolation_level, self._topics)
+
+
+_BUILDERS: tuple[type[Request[Any]], ...] = (
+    FetchRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    FindCoordinatorRequest,
+    JoinGroupRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+    SaslHandShakeRequest,
+    ApiVersionRequest,
+    CreateTopicsRequest,
+    SaslAuthenticateRequest,
+)
+
+
+@functools.cache
+def codec_versions() -> VersionRanges:
+    """The (min, max) codec versions aiokafka ships for every API we use (do not mutate)."""
+    out: VersionRanges = {}
+    for builder in _BUILDERS:
+        versions = [cls.API_VERSION for cls in builder._CLASSES]
+        out[builder.API_KEY] = (min(versions), max(versions))
+    return out
+
+
+def encode_request(struct: RequestStruct, correlation_id: int, client_id: str) -> bytes:
+    """Header + body of one request, without the int32 size prefix."""
+    header = struct.build_request_header(correlation_id, client_id)
+    data: bytes = header.encode() + struct.encode()
+    return data
+
+
+def decode_response(struct: RequestStruct, payload: bytes) -> Response:
+    """Decode a response frame (header included) for the request ``struct``."""
+    buf = BytesIO(payload)
+    struct.parse_response_header(buf)
+    return struct.RESPONSE_TYPE.decode(buf)
+
+
+def prepare(request: Request[Any], broker: VersionRanges, address: str) -> RequestStruct:
+    """Build ``request`` at the highest version both aiokafka's codecs and the broker support."""
+    try:
+        return request.prepare(broker)
+    except (IncompatibleBrokerVersion, NotImplementedError) as exc:
+        name = API_NAMES.get(request.API_KEY, str(request.API_KEY))
+        raise UnsupportedVersionError(
+            f"{name}: broker {address} supports versions {broker.get(request.API_KEY)}, "
+            f"this client {codec_versions().get(request.API_KEY)}: upgrade the broker "
+            "or this client"
+        ) from exc

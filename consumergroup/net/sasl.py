@@ -1,0 +1,97 @@
+"""SASL authentication: PLAIN and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+
+The mechanisms are ours; the SaslHandshake/SaslAuthenticate codecs are
+aiokafka's (through :mod:`.protocol`). Runs once per connection, right after
+ApiVersions and before any other request.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    raise_for_code,
+)
+from .protocol import SaslAuthenticateRequest, SaslHandShakeRequest
+
+if TYPE_CHECKING:
+    from ..config import SASLConfig
+    from .connection import BrokerConnection
+
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (client-first, client-final, verify)."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        self._hash = _HASHES[mechanism]
+        self._user = user.replace("=", "=3D").replace(",", "=2C")
+        self._password = password.encode()
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        self._client_first_bare = f"n={self._user},r={self._nonce}"
+        self._server_signature = b""
+
+    def first_message(self) -> bytes:
+        """client-first-message (no channel binding)."""
+        return f"n,,{self._client_first_bare}".encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        """client-final-message with the proof, given the server-first-message."""
+        fields = dict(item.split("=", 1) for item in server_first.decode().split(","))
+        nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"]), int(fields["i"])
+        if not nonce.startswith(self._nonce):
+            raise SaslAuthenticationFailedError("SCRAM: the server nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        client_key = hmac.digest(salted, b"Client Key", self._hash)
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._client_first_bare},{server_first.decode()},{without_proof}".encode()
+        signature = hmac.digest(stored_key, auth_message, self._hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._hash)
+        self._server_signature = hmac.digest(server_key, auth_message, self._hash)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify_server_final(self, server_final: bytes) -> None:
+        """Check the server's signature: proves the broker knows the password too."""
+        fields = dict(item.split("=", 1) for item in server_final.decode().split(","))
+        if "e" in fields:
+            raise SaslAuthenticationFailedError(f"SCRAM: the broker refused: {fields['e']}")
+        if not hmac.compare_digest(base64.b64decode(fields.get("v", "")), self._server_signature):
+            raise SaslAuthenticationFailedError("SCRAM: the broker's signature does not match")
+
+
+async def _exchange(conn: BrokerConnection, payload: bytes) -> bytes:
+    resp = await conn.send(SaslAuthenticateRequest(payload))
+    if resp.error_code:
+        raise SaslAuthenticationFailedError(
+            f"SASL authentication to {conn.address} failed: {resp.error_message}: "
+            "check net.sasl.user / net.sasl.password and the mechanism"
+        )
+    auth_bytes: bytes = resp.sasl_auth_bytes
+    return auth_bytes
+
+
+async def authenticate(conn: BrokerConnection, sasl: SASLConfig) -> None:
+    """Run SaslHandshake + SaslAuthenticate for ``sasl.mechanism`` on ``conn``."""
+    resp = await conn.send(SaslHandShakeRequest(sasl.mechanism))
+    if resp.error_code == UnsupportedSaslMechanismError.errno:
+        raise UnsupportedSaslMechanismError(
+            f"broker {conn.address} does not enable SASL mechanism {sasl.mechanism}; "
+            f"it offers {list(resp.enabled_mechanisms)}: set net.sasl.mechanism to one of them"
+        )
+    raise_for_code(resp.error_code, f"SaslHandshake with {conn.address}")
+    if sasl.mechanism == "PLAIN":
+        await _exchange(conn, f"\0{sasl.user}\0{sasl.password}".encode())
+        return
+    scram = ScramClient(sasl.mechanism, sasl.user, sasl.password)
+    server_first = await _exchange(conn, scram.first_message())
+    server_final = await _exchange(conn, scram.final_message(server_first))
+    scram.verify_server_final(server_final)
