@@ -74,8 +74,15 @@ def free_port() -> int:
 class EmbeddedBroker:
     """A Tansu broker on ``127.0.0.1:<free port>``, started and stopped with the context."""
 
-    def __init__(self, port: int | None = None, start_timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        start_timeout: float = 20.0,
+        advertised_port: int | None = None,
+    ) -> None:
         self.port = port or free_port()
+        # Clients are told to connect here (e.g. a fault-injecting proxy in front of `port`).
+        self.advertised_port = advertised_port or self.port
         self.start_timeout = start_timeout
         self._proc: asyncio.subprocess.Process | None = None
         self._logdir = Path(tempfile.mkdtemp(prefix="tansu-"))
@@ -106,6 +113,7 @@ class EmbeddedBroker:
         """Launch the broker and wait until it answers ApiVersions."""
         binary = find_tansu()
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
@@ -113,7 +121,7 @@ class EmbeddedBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                advertised,
                 "--storage-engine",
                 "memory://tansu/",
                 stdin=asyncio.subprocess.DEVNULL,

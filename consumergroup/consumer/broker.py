@@ -1,0 +1,308 @@
+"""BrokerConsumer: one fetch task per broker, one Fetch request per round.
+
+Every partition whose leader is this broker is *subscribed* here. Each round
+sends a single Fetch covering the subscribed partitions that are fetchable
+(not paused, room in their buffer), decodes each partition's records once and
+hands the chunk to its :class:`~.partition.PartitionConsumer`. A partition
+whose reader is slow is simply left out of the next request: unlike sarama,
+nothing waits for it, so it never delays its broker-mates.
+
+Partitions that this broker no longer leads (NOT_LEADER_OR_FOLLOWER and
+friends) or whose connection dropped are *orphaned*: handed back to the owning
+:class:`~.consumer.Consumer`, which refreshes metadata, backs off and
+subscribes them to the new leader's BrokerConsumer. The position travels with
+the PartitionConsumer, so nothing is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    ConsumerError,
+    KafkaConnectionError,
+    KafkaError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    error_for_code,
+)
+from ..net.protocol import FetchRequest
+from .partition import _noop as _noop_wake
+from .positions import reset_policy
+from .records import decode_records
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..config import Config
+    from .partition import PartitionConsumer
+
+log = logging.getLogger(__name__)
+
+#: Partition errors that mean "ask metadata who leads this partition now".
+_MOVED = frozenset({3, 5, 6, 9, 56, 74, 75, 100})
+_OUT_OF_RANGE = OffsetOutOfRangeError.errno
+_INT32_MAX = 2**31 - 1
+#: How long a BrokerConsumer with no subscription waits for one before it ends.
+IDLE_TIMEOUT = 5.0
+
+Orphan = Callable[["PartitionConsumer", BaseException], None]
+
+
+class BrokerConsumer:
+    """The fetch loop for one broker (sarama's ``brokerConsumer``, minus its head-of-line wait)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        client: Client,
+        config: Config,
+        orphan: Orphan,
+        on_exit: Callable[[BrokerConsumer], None],
+    ) -> None:
+        self.node_id = node_id
+        self._client = client
+        self._config = config
+        # New subscriptions, put by Consumer (any task), taken by run() each round.
+        self.new: asyncio.Queue[PartitionConsumer] = asyncio.Queue()
+        # (topic, partition) -> consumer. run() only.
+        self._subs: dict[tuple[str, int], PartitionConsumer] = {}
+        # Set by anyone who may have made a partition fetchable; cleared by run().
+        self._wake = asyncio.Event()
+        self._orphan = orphan
+        self._on_exit = on_exit
+        c = config.consumer
+        self._max_wait_ms = int(c.max_wait_time * 1000)
+        self._isolation = 1 if c.isolation_level == "read_committed" else 0
+        self.task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerConsumer node={self.node_id} partitions={len(self._subs)}>"
+
+    @property
+    def running(self) -> bool:
+        """True while the fetch task runs (an ended one takes no new subscriptions)."""
+        return self.task is not None and not self.task.done()
+
+    def start(self) -> None:
+        """Start the fetch task."""
+        self.task = asyncio.create_task(self.run(), name=f"fetch-broker-{self.node_id}")
+
+    def subscribe(self, pc: PartitionConsumer) -> None:
+        """Queue ``pc`` to be fetched from this broker from the next round on."""
+        pc._wake_fetcher = self.wake
+        self.new.put_nowait(pc)
+        self._wake.set()
+
+    def wake(self) -> None:
+        """A subscribed partition became fetchable (room freed, resumed, seeked)."""
+        self._wake.set()
+
+    def _take_new(self) -> None:
+        while not self.new.empty():
+            pc = self.new.get_nowait()
+            if not pc.closed:
+                self._subs[(pc.topic, pc.partition)] = pc
+
+    def _drop(self, pc: PartitionConsumer, error: BaseException | None) -> None:
+        self._subs.pop((pc.topic, pc.partition), None)
+        pc._wake_fetcher = _noop_wake
+        if error is not None and not pc.closed:
+            self._orphan(pc, error)
+
+    async def run(self) -> None:
+        """Fetch until no partition is left for :data:`IDLE_TIMEOUT` seconds, or cancelled."""
+        try:
+            await self._loop()
+        except Exception as exc:  # a bug or an unsupported broker: fail loudly, never hang
+            log.exception("fetch task for broker %d crashed", self.node_id)
+            self._take_new()
+            for pc in list(self._subs.values()):
+                pc._fail(
+                    ConsumerError(
+                        f"fetch task for broker {self.node_id} crashed: {exc!r}",
+                        topic=pc.topic,
+                        partition=pc.partition,
+                        cause=exc,
+                    )
+                )
+                self._drop(pc, None)
+        finally:
+            self._on_exit(self)
+
+    async def _loop(self) -> None:
+        while True:
+            self._take_new()
+            for key in [k for k, pc in self._subs.items() if pc.closed]:
+                del self._subs[key]
+            if not self._subs:
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(IDLE_TIMEOUT):
+                        await self._wake.wait()
+                except TimeoutError:
+                    self._take_new()
+                    if not self._subs:
+                        return
+                continue
+            ready = [pc for pc in self._subs.values() if pc.fetchable()]
+            if not ready:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                conn = await self._client.connection(self.node_id, "fetch")
+                resp = await conn.send(
+                    self._request(ready),
+                    timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
+                )
+            except (KafkaConnectionError, RequestTimedOutError, KafkaError) as exc:
+                # The broker is gone or unreachable: every partition finds its leader anew.
+                log.info(
+                    "fetch from broker %d failed (%s); re-routing %d partitions",
+                    self.node_id,
+                    exc,
+                    len(self._subs),
+                )
+                self._take_new()
+                for pc in list(self._subs.values()):
+                    self._drop(pc, exc)
+                return
+            self._handle(resp)
+
+    def _request(self, ready: list[PartitionConsumer]) -> FetchRequest:
+        by_topic: dict[str, list[tuple[int, int, int]]] = {}
+        for pc in ready:
+            by_topic.setdefault(pc.topic, []).append((pc.partition, pc._offset, pc._fetch_size))
+        fetch = self._config.consumer.fetch
+        return FetchRequest(
+            self._max_wait_ms, fetch.min, fetch.max_bytes, self._isolation, list(by_topic.items())
+        )
+
+    def _handle(self, resp: Any) -> None:
+        version = resp.API_VERSION
+        # Field positions per Fetch version: log_start_offset from v5, preferred replica v11.
+        aborted_at = 5 if version >= 5 else 4
+        read_committed = self._isolation == 1
+        if getattr(resp, "error_code", 0):
+            log.warning(
+                "fetch from broker %d: top-level error %s",
+                self.node_id,
+                error_for_code(resp.error_code).__name__,
+            )
+            return
+        subs = self._subs
+        for topic, partitions in resp.topics:
+            for p in partitions:
+                pc = subs.get((topic, p[0]))
+                if pc is None or pc.closed:
+                    continue
+                code = p[1]
+                if code:
+                    self._partition_error(pc, code, p, version)
+                    continue
+                pc.high_water_mark_offset = p[2]
+                pc.last_stable_offset = p[3]
+                if version >= 5:
+                    pc.log_start_offset = p[4]
+                records = p[-1]
+                if not records:
+                    continue
+                fetch_offset = pc._offset
+                chunk = decode_records(
+                    topic,
+                    p[0],
+                    records,
+                    fetch_offset,
+                    read_committed=read_committed,
+                    aborted_transactions=p[aborted_at] if read_committed else None,
+                )
+                if chunk.next_offset == fetch_offset and chunk.partial:
+                    self._grow(pc)
+                    continue
+                pc._fetch_size = self._config.consumer.fetch.default
+                pc._deliver(chunk.messages, chunk.next_offset)
+
+    def _grow(self, pc: PartitionConsumer) -> None:
+        """A batch did not fit in the partition's fetch size: double it, or skip past it."""
+        limit = self._config.consumer.fetch.max
+        if limit and pc._fetch_size >= limit:
+            pc._offset += 1
+            err = ConsumerError(
+                f"the batch at offset {pc._offset - 1} is larger than consumer.fetch.max="
+                f"{limit} bytes; skipped it. Raise consumer.fetch.max to read it",
+                topic=pc.topic,
+                partition=pc.partition,
+                cause=MessageTooLargeError(),
+            )
+            log.error("%s", err)
+            return
+        # Fetch sizes travel as int32: never double past it (sarama caps at MaxInt32 too).
+        pc._fetch_size = min(pc._fetch_size * 2, limit or _INT32_MAX)
+
+    def _partition_error(self, pc: PartitionConsumer, code: int, p: Any, version: int) -> None:
+        if code in _MOVED:
+            log.info(
+                "%s/%d: %s from broker %d; finding the new leader",
+                pc.topic,
+                pc.partition,
+                error_for_code(code).__name__,
+                self.node_id,
+            )
+            self._drop(pc, error_for_code(code)())
+            return
+        if code == _OUT_OF_RANGE:
+            self._out_of_range(pc, p, version)
+            return
+        err_cls = error_for_code(code)
+        error = ConsumerError(
+            "fetch failed",
+            topic=pc.topic,
+            partition=pc.partition,
+            cause=err_cls(),
+        )
+        if err_cls.retriable:
+            log.warning("%s; retrying", error)
+            self._drop(pc, error)
+        else:
+            pc._fail(error)
+            self._drop(pc, None)
+
+    def _out_of_range(self, pc: PartitionConsumer, p: Any, version: int) -> None:
+        """OFFSET_OUT_OF_RANGE: apply ``consumer.offsets.reset`` (sarama's ResetInvalidOffsets)."""
+        policy = reset_policy(self._config)
+        bad = pc._offset
+        if policy == "error":
+            pc._fail(
+                ConsumerError(
+                    f"offset {bad} is out of range (log "
+                    f"{pc.log_start_offset}..{pc.high_water_mark_offset}); set "
+                    "consumer.offsets.reset to 'oldest' or 'newest' to reset automatically",
+                    topic=pc.topic,
+                    partition=pc.partition,
+                    cause=OffsetOutOfRangeError(),
+                )
+            )
+            self._drop(pc, None)
+            return
+        # The response carries both ends of the log (log start from v5 on).
+        if policy == "newest" and p[2] >= 0:
+            target = p[2]
+        elif policy == "oldest" and version >= 5 and p[4] >= 0:
+            target = p[4]
+        else:
+            pc._reset_to = policy
+            self._drop(pc, OffsetOutOfRangeError(f"reset to {policy}"))
+            return
+        log.warning(
+            "%s/%d: offset %d out of range; reset to %s offset %d",
+            pc.topic,
+            pc.partition,
+            bad,
+            policy,
+            target,
+        )
+        pc.seek(target)

@@ -1,0 +1,250 @@
+"""Consumer: partition consumers and the fetch tasks that feed them (sarama's ``consumer.go``).
+
+Owns one :class:`~.broker.BrokerConsumer` per broker that leads a consumed
+partition, and the re-routing task that moves partitions between them when
+leadership changes. Used directly (``cg.Consumer``) or by a group session for
+its claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+
+from ..client import Client
+from ..config import Config
+from ..errors import (
+    ClosedError,
+    ConfigurationError,
+    ConsumerError,
+    KafkaConnectionError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from .broker import BrokerConsumer
+from .partition import PartitionConsumer
+from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
+
+log = logging.getLogger(__name__)
+
+
+class Consumer:
+    """Consumes individual partitions from explicit offsets (no group).
+
+    ``async with Consumer(["127.0.0.1:9092"], config) as consumer:`` then
+    ``pc = await consumer.consume_partition("t", 0, OFFSET_OLDEST)`` and
+    ``async for msg in pc.messages(): ...``.
+    """
+
+    def __init__(
+        self,
+        addrs: Sequence[str] = (),
+        config: Config | None = None,
+        *,
+        client: Client | None = None,
+    ) -> None:
+        self.config = config or (client.config if client else Config())
+        self.config.validate()
+        self._own_client = client is None
+        self._client = client or Client(addrs, self.config)
+        # --- event-loop state, touched by Consumer methods and the fetch tasks' callbacks ---
+        # (topic, partition) -> its consumer while open; removed by PartitionConsumer.close().
+        self._partitions: dict[TopicPartition, PartitionConsumer] = {}
+        # node id -> running fetch task; an ended one removes itself (on_exit).
+        self._brokers: dict[int, BrokerConsumer] = {}
+        # Partitions that lost their leader, waiting to be re-routed by _reroute_loop.
+        self._orphans: asyncio.Queue[PartitionConsumer] = asyncio.Queue()
+        self._reroute_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def client(self) -> Client:
+        """The cluster client (shared with a group when the group created this consumer)."""
+        return self._client
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect (when this consumer owns its client)."""
+        if self._own_client:
+            await self._client.start()
+
+    async def topics(self) -> list[str]:
+        """Every topic in the cluster."""
+        return await self._client.topics()
+
+    async def partitions(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (UnknownTopicOrPartitionError if it does not exist)."""
+        return await self._client.partitions(topic)
+
+    async def consume_partition(self, topic: str, partition: int, offset: int) -> PartitionConsumer:
+        """Start reading ``topic/partition`` at ``offset`` (or OFFSET_OLDEST / OFFSET_NEWEST)."""
+        consumers = await self.consume_partitions({(topic, partition): offset})
+        return consumers[(topic, partition)]
+
+    async def consume_partitions(
+        self, wanted: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, PartitionConsumer]:
+        """Start many partitions at once (offsets resolved in one request per leader).
+
+        An explicit offset outside the log follows ``consumer.offsets.reset``; under
+        ``"error"`` its PartitionConsumer is returned already failed, so its
+        iterators raise :class:`~consumergroup.ConsumerError`.
+        """
+        self._check_new(wanted)
+        for topic in {topic for topic, _ in wanted}:
+            parts = await self._client.partitions(topic)
+            for t, partition in wanted:
+                if t == topic and partition not in parts:
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} has no partition {partition}: it has "
+                        f"{len(parts)} (0..{len(parts) - 1})"
+                    )
+        offsets, failed = await resolve_start_offsets(self._client, self.config, wanted)
+        self._check_new(wanted)  # a concurrent call may have taken one meanwhile
+        out: dict[TopicPartition, PartitionConsumer] = {}
+        for (topic, partition), offset in {**offsets, **{tp: wanted[tp] for tp in failed}}.items():
+            pc = PartitionConsumer(
+                topic,
+                partition,
+                offset,
+                buffer_size=self.config.channel_buffer_size,
+                fetch_size=self.config.consumer.fetch.default,
+                on_close=self._forget,
+            )
+            self._partitions[(topic, partition)] = pc
+            out[(topic, partition)] = pc
+        for tp, error in failed.items():
+            out[tp]._fail(error)
+        self._ensure_rerouter()
+        for pc in out.values():
+            if pc.closed:
+                continue
+            try:
+                await self._route(pc)
+            except (KafkaError, KafkaConnectionError) as exc:
+                # Leader unknown right now: the re-routing task retries after backoff.
+                log.info("routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
+                self._orphans.put_nowait(pc)
+        return out
+
+    def _check_new(self, wanted: Mapping[TopicPartition, int]) -> None:
+        if self._closed:
+            raise ClosedError("the consumer is closed")
+        for topic, partition in wanted:
+            if (topic, partition) in self._partitions:
+                raise ConfigurationError(
+                    f"{topic}/{partition} is already being consumed: close its "
+                    "PartitionConsumer before consuming it again"
+                )
+
+    def _forget(self, pc: PartitionConsumer) -> None:
+        if self._partitions.get((pc.topic, pc.partition)) is pc:
+            del self._partitions[(pc.topic, pc.partition)]
+        pc._wake_fetcher()  # lets its fetch task notice and drop it
+
+    async def _route(self, pc: PartitionConsumer) -> None:
+        """Subscribe ``pc`` to the fetch task of its current leader."""
+        await self._client.leader(pc.topic, pc.partition)
+        node = self._client.leader_id(pc.topic, pc.partition)
+        bc = self._brokers.get(node)
+        if bc is None or not bc.running:
+            bc = BrokerConsumer(
+                node, self._client, self.config, self._orphaned, self._broker_exited
+            )
+            self._brokers[node] = bc
+            bc.start()
+        bc.subscribe(pc)
+
+    def _orphaned(self, pc: PartitionConsumer, error: BaseException) -> None:
+        self._orphans.put_nowait(pc)
+
+    def _broker_exited(self, bc: BrokerConsumer) -> None:
+        if self._brokers.get(bc.node_id) is bc:
+            del self._brokers[bc.node_id]
+        # Subscriptions that arrived after its last look go elsewhere.
+        while not bc.new.empty():
+            self._orphans.put_nowait(bc.new.get_nowait())
+
+    def _ensure_rerouter(self) -> None:
+        if self._reroute_task is None or self._reroute_task.done():
+            self._reroute_task = asyncio.create_task(self._reroute_loop(), name="fetch-reroute")
+
+    async def _reroute_loop(self) -> None:
+        """Move orphaned partitions to their new leaders, after ``consumer.retry.backoff``."""
+        while True:
+            batch = [await self._orphans.get()]
+            await asyncio.sleep(self.config.consumer.retry.backoff)
+            while not self._orphans.empty():
+                batch.append(self._orphans.get_nowait())
+            live = [pc for pc in batch if not pc.closed]
+            try:
+                await self._client.refresh_metadata(*{pc.topic for pc in live})
+            except KafkaError as exc:
+                log.warning("metadata refresh while re-routing partitions failed: %s", exc)
+            for pc in live:
+                await self._reroute_one(pc)
+
+    async def _reroute_one(self, pc: PartitionConsumer) -> None:
+        try:
+            if pc._reset_to is not None:
+                from ..config import OFFSET_NEWEST, OFFSET_OLDEST
+
+                wanted = OFFSET_OLDEST if pc._reset_to == "oldest" else OFFSET_NEWEST
+                target = await resolve_offsets(
+                    self._client, self.config, {(pc.topic, pc.partition): wanted}
+                )
+                pc._reset_to = None
+                pc.seek(target[(pc.topic, pc.partition)])
+            await self._route(pc)
+        except UnknownTopicOrPartitionError as exc:
+            pc._fail(
+                ConsumerError(
+                    "the partition no longer exists",
+                    topic=pc.topic,
+                    partition=pc.partition,
+                    cause=exc,
+                )
+            )
+        except OffsetOutOfRangeError as exc:
+            pc._fail(ConsumerError(str(exc), topic=pc.topic, partition=pc.partition, cause=exc))
+        except Exception as exc:  # transient: the cluster is moving; try again after backoff
+            log.info("re-routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
+            self._orphans.put_nowait(pc)
+
+    def consuming(self) -> Iterable[PartitionConsumer]:
+        """The open partition consumers."""
+        return list(self._partitions.values())
+
+    async def close(self) -> None:
+        """Close every partition consumer, stop the fetch tasks (and the owned client)."""
+        if self._closed:
+            return
+        self._closed = True
+        for pc in list(self._partitions.values()):
+            pc.stop()
+        tasks = [bc.task for bc in self._brokers.values() if bc.task is not None]
+        if self._reroute_task is not None:
+            tasks.append(self._reroute_task)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._brokers.clear()
+        if self._own_client:
+            await self._client.close()

@@ -1,0 +1,256 @@
+"""PartitionConsumer: one consumed partition's position, buffer and iterators.
+
+The fetch task of the partition's leader (:class:`~.broker.BrokerConsumer`)
+pushes decoded chunks in with :meth:`PartitionConsumer._deliver`; the user pulls
+them out with :meth:`batches` or :meth:`messages`. The buffer is bounded by
+``config.channel_buffer_size`` messages: while it is full (or the partition is
+paused) the fetch task leaves this partition out of its requests, so a slow
+reader never delays the other partitions on its broker.
+
+Ownership: ``_offset``, ``_fetch_size`` and the watermarks are written only by
+the fetch task that currently leads the partition; ``_chunks``/``_queued`` are
+appended by that task and popped by the reader; ``_current``/``_pos`` (the
+chunk being read) belong to the reader; ``_paused`` and ``_closed`` are set by
+the user. All on one event loop, so no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..message import ConsumerMessage
+
+
+class PartitionConsumer:
+    """Reads one partition from a starting offset (sarama's ``PartitionConsumer``).
+
+    Created by :meth:`consumergroup.Consumer.consume_partition` (or by a group
+    session for each claim); not constructed directly by users.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        buffer_size: int,
+        fetch_size: int,
+        on_close: Callable[[PartitionConsumer], None],
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        # Next offset to fetch. Fetch task only.
+        self._offset = offset
+        # Per-partition fetch size; grows when a batch does not fit. Fetch task only.
+        self._fetch_size = fetch_size
+        self.high_water_mark_offset = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self._buffer_size = buffer_size
+        # Decoded chunks not yet started by the reader, and how many messages they hold.
+        self._chunks: deque[list[ConsumerMessage]] = deque()
+        self._queued = 0
+        # The chunk messages() is part-way through, and the index of its next message:
+        # kept here, not in the generator, so a new iteration resumes where one left off.
+        self._current: list[ConsumerMessage] | None = None
+        self._pos = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self._closed = False
+        # Set by close() only (not by _fail): messages() stops mid-chunk.
+        self._stopped = False
+        self._error: BaseException | None = None
+        # Wakes the leading fetch task when this partition becomes fetchable again;
+        # set by the BrokerConsumer that subscribes it, reset when it lets go.
+        self._wake_fetcher: Callable[[], None] = _noop
+        # "oldest"/"newest" when an out-of-range position awaits a ListOffsets reset.
+        self._reset_to: str | None = None
+        self._on_close = on_close
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionConsumer {self.topic}/{self.partition} offset={self._offset} "
+            f"queued={self._queued} paused={self._paused} closed={self._closed}>"
+        )
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next fetch asks for (one past the last buffered record)."""
+        return self._offset
+
+    @property
+    def queued(self) -> int:
+        """Messages buffered and not yet handed to the reader."""
+        current = self._current
+        return self._queued + (len(current) - self._pos if current is not None else 0)
+
+    @property
+    def paused(self) -> bool:
+        """True while :meth:`pause` is in force."""
+        return self._paused
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran or a fatal error ended the partition."""
+        return self._closed
+
+    def fetchable(self) -> bool:
+        """Whether the fetch task should include this partition in its next request."""
+        return not self._paused and not self._closed and self._queued < self._buffer_size
+
+    # ------------------------------------------------------------------ producer side
+
+    def _deliver(self, messages: list[ConsumerMessage], next_offset: int) -> None:
+        """Append a decoded chunk and advance the fetch position (fetch task only)."""
+        self._offset = next_offset
+        if self._closed or not messages:
+            return
+        self._chunks.append(messages)
+        self._queued += len(messages)
+        self._wake_reader()
+
+    def _fail(self, error: BaseException) -> None:
+        """End the partition with ``error``: the reader gets what was buffered, then the error."""
+        if self._closed:
+            return
+        self._error = error
+        self._closed = True
+        self._wake_reader()
+        self._on_close(self)
+
+    def _wake_reader(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ------------------------------------------------------------------ consumer side
+
+    def _next_chunk(self) -> list[ConsumerMessage]:
+        """Pop the oldest buffered chunk; wake the fetch task if that made room."""
+        chunk = self._chunks.popleft()
+        was_full = self._queued >= self._buffer_size
+        self._queued -= len(chunk)
+        if was_full and self._queued < self._buffer_size and not self._paused:
+            self._wake_fetcher()
+        return chunk
+
+    async def _wait(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _end(self) -> None:
+        """Raise the partition's fatal error once, if there is one (called when drained)."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    async def batches(self) -> AsyncIterator[list[ConsumerMessage]]:
+        """Yield decoded chunks as they arrive (the fast path: no copy, no per-message step).
+
+        Ends after :meth:`close`; raises the partition's fatal error, if any,
+        once the buffered messages are consumed. Resumes where an earlier
+        :meth:`messages` iteration stopped (the rest of its chunk comes first).
+        """
+        chunks = self._chunks
+        while True:
+            current = self._current
+            if current is not None:
+                self._current = None
+                rest = current[self._pos :]
+                if rest:
+                    yield rest
+                continue
+            if chunks:
+                yield self._next_chunk()
+                continue
+            if self._closed:
+                self._end()
+                return
+            await self._wait()
+
+    async def messages(self) -> AsyncIterator[ConsumerMessage]:
+        """Yield one :class:`~consumergroup.ConsumerMessage` at a time, in offset order.
+
+        Stops between two messages once :meth:`close` is called, so a session
+        ending does not wait for the rest of a large chunk. Leaving the loop early
+        (``break``) loses nothing: the next iteration, by :meth:`messages` or
+        :meth:`batches`, starts at the first message not yet yielded.
+        """
+        chunks = self._chunks
+        while True:
+            current = self._current
+            if current is not None:
+                pos = self._pos
+                end = len(current)
+                while pos < end:
+                    message = current[pos]
+                    pos += 1
+                    self._pos = pos
+                    yield message
+                    if self._current is not current:  # stop() or seek() dropped the chunk
+                        break
+                else:
+                    self._current = None
+                if self._stopped:
+                    return
+                continue
+            if chunks:
+                self._current = self._next_chunk()
+                self._pos = 0
+                continue
+            if self._closed:
+                self._end()
+                return
+            await self._wait()
+
+    def pause(self) -> None:
+        """Stop fetching this partition (buffered messages are still delivered)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """Fetch this partition again after :meth:`pause`."""
+        if self._paused:
+            self._paused = False
+            self._wake_fetcher()
+
+    def seek(self, offset: int) -> None:
+        """Move the fetch position and drop what is buffered (used on out-of-range resets)."""
+        self._offset = offset
+        self._drop_buffer()
+        self._wake_fetcher()
+
+    def _drop_buffer(self) -> None:
+        self._chunks.clear()
+        self._queued = 0
+        self._current = None
+        self._pos = 0
+
+    async def close(self) -> None:
+        """Stop fetching, drop what is buffered and end the iterators (idempotent)."""
+        self.stop()
+        await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        """Synchronous :meth:`close`, for code that cannot await (session teardown).
+
+        Dropped messages were never handed out, so they were never marked: the
+        next owner of the partition reads them again from the committed offset.
+        """
+        self._stopped = True
+        self._drop_buffer()
+        if not self._closed:
+            self._closed = True
+            self._wake_reader()
+            self._on_close(self)
+
+
+def _noop() -> None:
+    """No fetch task leads the partition right now."""

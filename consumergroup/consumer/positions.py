@@ -1,0 +1,193 @@
+"""Turning start offsets into real positions, many partitions per request.
+
+OLDEST is ListOffsets(EARLIEST). NEWEST is taken from a Fetch high watermark
+(last stable offset under read_committed), probed at ListOffsets(LATEST): on
+Apache Kafka that probe returns no records, and it stays right on brokers whose
+ListOffsets LATEST answer lags the log end (Tansu answers the last batch's base
+offset + 1).
+
+Explicit offsets are checked against the log like sarama's
+``chooseStartingOffset``: one short Fetch at the offset tells whether it lies in
+``[log start, high watermark]``. An offset outside is *invalid* and follows
+``consumer.offsets.reset`` (oldest / newest / error; None follows
+``offsets.initial``). The check matters on brokers that answer a fetch beyond
+the log end with an empty record set instead of OFFSET_OUT_OF_RANGE (Tansu),
+where a consumer would otherwise wait forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..config import OFFSET_NEWEST, OFFSET_OLDEST
+from ..errors import (
+    ConfigurationError,
+    ConsumerError,
+    OffsetOutOfRangeError,
+    raise_for_code,
+)
+from ..net.protocol import FetchRequest, ListOffsetsRequest
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..config import Config
+
+TopicPartition = tuple[str, int]
+
+#: Max wait of a probing Fetch. Not 0: Tansu answers a zero-wait Fetch with no topics.
+PROBE_WAIT_MS = 1
+#: Attempts at a probe whose answer leaves out some partitions before giving up on them.
+PROBE_ATTEMPTS = 3
+
+
+def _by_topic(items: Mapping[TopicPartition, Any]) -> list[tuple[str, list[Any]]]:
+    out: dict[str, list[Any]] = {}
+    for (topic, partition), value in items.items():
+        out.setdefault(topic, []).append(
+            (partition, *value) if isinstance(value, tuple) else (partition, value)
+        )
+    return list(out.items())
+
+
+def _by_leader(
+    client: Client, items: Mapping[TopicPartition, Any]
+) -> dict[int, dict[TopicPartition, Any]]:
+    out: dict[int, dict[TopicPartition, Any]] = {}
+    for tp, value in items.items():
+        out.setdefault(client.leader_id(*tp), {})[tp] = value
+    return out
+
+
+def reset_policy(config: Config) -> str:
+    """``consumer.offsets.reset``, with None resolved from ``offsets.initial``."""
+    offsets = config.consumer.offsets
+    return offsets.reset or ("oldest" if offsets.initial == OFFSET_OLDEST else "newest")
+
+
+async def _list_offsets(
+    client: Client, isolation: int, wanted: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """ListOffsets for ``{tp: -2 (earliest) | -1 (latest)}``, one request per leader."""
+    for topic, partition in wanted:
+        await client.leader(topic, partition)  # makes sure the leader is known
+    out: dict[TopicPartition, int] = {}
+    for node, tps in _by_leader(client, wanted).items():
+        conn = await client.connection(node)
+        resp = await conn.send(ListOffsetsRequest(isolation, _by_topic(tps)))
+        for topic, partitions in resp.topics:
+            for partition, code, *rest in partitions:
+                raise_for_code(code, f"ListOffsets {topic}/{partition}")
+                out[(topic, partition)] = rest[-1]
+    return out
+
+
+async def probe(
+    client: Client, config: Config, at: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, tuple[int, int, int, int]]:
+    """One short Fetch per leader at ``at``'s offsets (1 byte per partition).
+
+    Returns ``{tp: (error_code, high_watermark, last_stable_offset,
+    log_start_offset)}``; -1 where the broker's Fetch version has no such field.
+    Partitions the broker leaves out of every answer are missing from the result.
+    """
+    isolation = int(config.consumer.isolation_level == "read_committed")
+    for topic, partition in at:
+        await client.leader(topic, partition)
+    out: dict[TopicPartition, tuple[int, int, int, int]] = {}
+    for _ in range(PROBE_ATTEMPTS):
+        todo = {tp: (off, 1) for tp, off in at.items() if tp not in out}
+        if not todo:
+            break
+        for node, tps in _by_leader(client, todo).items():
+            conn = await client.connection(node)
+            resp = await conn.send(FetchRequest(PROBE_WAIT_MS, 1, 1, isolation, _by_topic(tps)))
+            v5 = resp.API_VERSION >= 5
+            for topic, partitions in resp.topics:
+                for p in partitions:
+                    if (topic, p[0]) in tps:
+                        out[(topic, p[0])] = (p[1], p[2], p[3], p[4] if v5 else -1)
+    return out
+
+
+async def _newest(
+    client: Client, config: Config, wanted: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """The log end (HWM, or LSO under read_committed) of each partition in ``wanted``."""
+    isolation = int(config.consumer.isolation_level == "read_committed")
+    latest = await _list_offsets(client, isolation, {tp: -1 for tp in wanted})
+    marks = await probe(client, config, latest)
+    out: dict[TopicPartition, int] = {}
+    for tp, listed in latest.items():
+        code, hwm, lso, _ = marks.get(tp, (0, -1, -1, -1))
+        raise_for_code(code, f"Fetch {tp[0]}/{tp[1]}")
+        mark = lso if isolation else hwm
+        out[tp] = mark if mark >= 0 else listed
+    return out
+
+
+async def resolve_offsets(
+    client: Client, config: Config, wanted: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Map each partition's requested offset to a real one (explicit offsets pass through)."""
+    isolation = int(config.consumer.isolation_level == "read_committed")
+    out = {tp: off for tp, off in wanted.items() if off >= 0}
+    oldest = {tp: -2 for tp, off in wanted.items() if off == OFFSET_OLDEST}
+    newest = {tp: -1 for tp, off in wanted.items() if off == OFFSET_NEWEST}
+    bad = {
+        tp: off
+        for tp, off in wanted.items()
+        if off < 0 and off not in (OFFSET_OLDEST, OFFSET_NEWEST)
+    }
+    if bad:
+        raise ConfigurationError(
+            f"offsets {bad} are neither >= 0 nor OFFSET_OLDEST ({OFFSET_OLDEST}) / "
+            f"OFFSET_NEWEST ({OFFSET_NEWEST})"
+        )
+    if oldest:
+        out.update(await _list_offsets(client, isolation, oldest))
+    if newest:
+        out.update(await _newest(client, config, newest))
+    return out
+
+
+async def resolve_start_offsets(
+    client: Client, config: Config, wanted: Mapping[TopicPartition, int]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, ConsumerError]]:
+    """:func:`resolve_offsets`, plus the range check of explicit offsets.
+
+    Returns ``(offsets, failed)``: an invalid explicit offset is replaced by the
+    oldest or newest offset per ``consumer.offsets.reset``, or, under the
+    ``"error"`` policy, left out of ``offsets`` and reported in ``failed``.
+    """
+    offsets = await resolve_offsets(client, config, wanted)
+    explicit = {tp: off for tp, off in wanted.items() if off >= 0}
+    if not explicit:
+        return offsets, {}
+    invalid: dict[TopicPartition, str] = {}
+    for tp, (code, hwm, _, log_start) in (await probe(client, config, explicit)).items():
+        off = explicit[tp]
+        if code == OffsetOutOfRangeError.errno:
+            invalid[tp] = f"offset {off} is out of range"
+        elif code == 0 and hwm >= 0 and off > hwm:
+            invalid[tp] = f"offset {off} is beyond the log end {hwm}"
+        elif code == 0 and log_start >= 0 and off < log_start:
+            invalid[tp] = f"offset {off} is below the log start {log_start}"
+        # Other errors (leader moving, ...) are the fetch task's to handle.
+    if not invalid:
+        return offsets, {}
+    policy = reset_policy(config)
+    failed: dict[TopicPartition, ConsumerError] = {}
+    if policy == "error":
+        for tp, why in invalid.items():
+            offsets.pop(tp, None)
+            failed[tp] = ConsumerError(
+                f"{why}; set consumer.offsets.reset to 'oldest' or 'newest' to reset automatically",
+                topic=tp[0],
+                partition=tp[1],
+                cause=OffsetOutOfRangeError(),
+            )
+        return offsets, failed
+    target = OFFSET_OLDEST if policy == "oldest" else OFFSET_NEWEST
+    offsets.update(await resolve_offsets(client, config, dict.fromkeys(invalid, target)))
+    return offsets, failed
