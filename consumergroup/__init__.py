@@ -1,0 +1,69 @@
+"""consumergroup: an asyncio runtime for Kafka consumer groups.
+
+Public API (re-exports only; see docs/architecture.md for where each lives)::
+
+    import consumergroup as cg
+
+    class Handler(cg.ConsumerGroupHandler):
+        async def consume_claim(self, session, claim):
+            async for msg in claim.messages():
+                session.mark_message(msg)
+
+    async with cg.ConsumerGroup(["127.0.0.1:9092"], "my-group", cg.Config()) as group:
+        await group.run(["topic-a"], Handler())
+"""
+
+from .balance import (
+    BalanceStrategy,
+    RangeAssignor,
+    RoundRobinAssignor,
+    StickyAssignor,
+)
+from .client import Client
+from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
+from .consumer import Consumer, PartitionConsumer
+from .errors import (
+    ClosedError,
+    ConfigurationError,
+    ConsumerError,
+    ConsumerGroupError,
+    KafkaConnectionError,
+    KafkaError,
+    NoBrokersAvailableError,
+)
+from .group import (
+    ConsumerGroup,
+    ConsumerGroupClaim,
+    ConsumerGroupHandler,
+    ConsumerGroupSession,
+)
+from .message import ConsumerMessage, RecordHeader
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "OFFSET_NEWEST",
+    "OFFSET_OLDEST",
+    "BalanceStrategy",
+    "Client",
+    "ClosedError",
+    "Config",
+    "ConfigurationError",
+    "Consumer",
+    "ConsumerError",
+    "ConsumerGroup",
+    "ConsumerGroupClaim",
+    "ConsumerGroupError",
+    "ConsumerGroupHandler",
+    "ConsumerGroupSession",
+    "ConsumerMessage",
+    "KafkaConnectionError",
+    "KafkaError",
+    "NoBrokersAvailableError",
+    "PartitionConsumer",
+    "RangeAssignor",
+    "RecordHeader",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "__version__",
+]

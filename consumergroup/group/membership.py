@@ -1,0 +1,258 @@
+"""Membership: the group protocol calls of one member (the Java ``AbstractCoordinator`` core).
+
+JoinGroup -> (leader: run the assignor) -> SyncGroup, with sarama's ``newSession``
+retry table; Heartbeat; LeaveGroup. Holds the member id and generation, which
+outlive sessions: a member rejoins with its id so the coordinator can recognise
+it. No tasks here; the session's heartbeat task calls :meth:`heartbeat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..balance.protocol import MemberAssignment, MemberSubscription
+from ..errors import (
+    ConsumerGroupError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    KafkaConnectionError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+    error_for_code,
+)
+from ..net.protocol import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+
+if TYPE_CHECKING:
+    from ..balance.strategy import BalanceStrategy
+    from ..client import Client
+    from ..config import Config
+
+log = logging.getLogger(__name__)
+
+#: Join errors answered by finding the coordinator again and retrying after backoff.
+_COORDINATOR_LOST = (
+    NotCoordinatorError,
+    CoordinatorNotAvailableError,
+    CoordinatorLoadInProgressError,
+    KafkaConnectionError,
+    RequestTimedOutError,
+)
+
+
+@dataclass(slots=True)
+class Generation:
+    """What one successful JoinGroup + SyncGroup gave this member."""
+
+    generation_id: int
+    member_id: str
+    leader_id: str
+    protocol: str
+    assignment: dict[str, list[int]]
+    user_data: bytes | None = None
+    members: dict[str, MemberSubscription] = field(default_factory=dict)  # leader only
+
+    @property
+    def is_leader(self) -> bool:
+        """True when this member ran the assignor for the generation."""
+        return self.leader_id == self.member_id
+
+
+class Membership:
+    """One member's identity in ``group`` and the calls that change it."""
+
+    def __init__(self, client: Client, group: str, config: Config) -> None:
+        self._client = client
+        self.group = group
+        self._config = config
+        # Written by join() (and reset on fencing errors); read by heartbeat/commit/leave.
+        self.member_id = ""
+        self.generation_id = -1
+        self.instance_id = config.consumer.group.instance_id
+
+    def _strategies(self) -> list[BalanceStrategy]:
+        return list(self._config.consumer.group.rebalance.strategies)
+
+    def reset(self) -> None:
+        """Forget the member id (after UNKNOWN_MEMBER_ID): the next join starts fresh."""
+        self.member_id = ""
+        self.generation_id = -1
+
+    async def _coordinator_send(self, request: Any, timeout: float | None = None) -> Any:
+        conn = await self._client.coordinator(self.group)
+        try:
+            return await conn.send(request, timeout=timeout)
+        except (KafkaConnectionError, RequestTimedOutError):
+            self._client.invalidate_coordinator(self.group)
+            raise
+
+    async def join(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
+        """JoinGroup + SyncGroup until this member holds an assignment for a generation.
+
+        Retry table (sarama ``newSession``): MEMBER_ID_REQUIRED -> rejoin at once
+        with the id the broker gave; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION ->
+        reset the member id and rejoin at once; NOT_COORDINATOR /
+        COORDINATOR_NOT_AVAILABLE -> find the coordinator again, back off, retry;
+        REBALANCE_IN_PROGRESS -> back off, retry; anything else raises.
+        """
+        retry = self._config.consumer.group.rebalance.retry
+        backoffs = 0
+        while True:
+            try:
+                return await self._join_once(topics, owned)
+            except MemberIdRequiredError:
+                continue  # _join_once stored the id the broker handed out
+            except (UnknownMemberIdError, IllegalGenerationError) as exc:
+                log.info("group %r: %s; rejoining as a new member", self.group, type(exc).__name__)
+                self.reset()
+                continue
+            except _COORDINATOR_LOST as exc:
+                self._client.invalidate_coordinator(self.group)
+                error: ConsumerGroupError = exc
+            except RebalanceInProgressError as exc:
+                error = exc
+            backoffs += 1
+            if backoffs > retry.max:
+                raise error
+            log.info(
+                "group %r: join failed (%s); retry %d/%d in %.1fs",
+                self.group,
+                type(error).__name__,
+                backoffs,
+                retry.max,
+                retry.backoff,
+            )
+            await asyncio.sleep(retry.backoff)
+
+    async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
+        group_cfg = self._config.consumer.group
+        protocols = []
+        for strategy in self._strategies():
+            user_data = strategy.subscription_user_data(list(topics), owned, self.generation_id)
+            if user_data is None and group_cfg.member.user_data:
+                user_data = group_cfg.member.user_data
+            meta = MemberSubscription(
+                topics=sorted(topics),
+                user_data=user_data,
+                owned_partitions=owned,
+                generation_id=self.generation_id,
+            )
+            protocols.append((strategy.name, meta.encode()))
+        request = JoinGroupRequest(
+            self.group,
+            int(group_cfg.session_timeout * 1000),
+            int(group_cfg.rebalance.timeout * 1000),
+            self.member_id,
+            self.instance_id,
+            "consumer",
+            protocols,
+        )
+        # The coordinator may hold a JoinGroup for up to the rebalance timeout.
+        resp = (
+            await self._coordinator_send(
+                request, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout
+            )
+        ).to_object()
+        code = resp["error_code"]
+        if code == MemberIdRequiredError.errno:
+            self.member_id = resp["member_id"]
+            raise MemberIdRequiredError()
+        if code == InconsistentGroupProtocolError.errno:
+            names = [s.name for s in self._strategies()]
+            raise InconsistentGroupProtocolError(
+                f"group {self.group!r}: no assignor is shared by all members (ours: {names}); "
+                "configure consumer.group.rebalance.strategies to include one the others use"
+            )
+        if code == FencedInstanceIdError.errno:
+            raise FencedInstanceIdError(
+                f"group {self.group!r}: another member uses group_instance_id {self.instance_id!r}"
+            )
+        if code:
+            raise error_for_code(code)(f"JoinGroup {self.group!r}")
+        self.member_id = resp["member_id"]
+        self.generation_id = resp["generation_id"]
+        protocol = resp.get("group_protocol") or resp.get("protocol_name") or ""
+        chosen = next((s for s in self._strategies() if s.name == protocol), None)
+        if chosen is None:
+            raise InconsistentGroupProtocolError(
+                f"group {self.group!r} chose assignor {protocol!r}, which this member lacks"
+            )
+        members: dict[str, MemberSubscription] = {}
+        assignments: list[tuple[str, bytes]] = []
+        if resp["leader_id"] == self.member_id:
+            for m in resp["members"]:
+                members[m["member_id"]] = MemberSubscription.decode(m["member_metadata"])
+            assignments = await self._plan(chosen, members)
+        sync = SyncGroupRequest(
+            self.group, self.generation_id, self.member_id, self.instance_id, assignments
+        )
+        sync_resp = (
+            await self._coordinator_send(
+                sync, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout
+            )
+        ).to_object()
+        if sync_resp["error_code"]:
+            raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
+        assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
+        return Generation(
+            self.generation_id,
+            self.member_id,
+            resp["leader_id"],
+            protocol,
+            {t: sorted(p) for t, p in assignment.topics.items()},
+            assignment.user_data,
+            members,
+        )
+
+    async def _plan(
+        self, strategy: BalanceStrategy, members: dict[str, MemberSubscription]
+    ) -> list[tuple[str, bytes]]:
+        """Leader only: run the assignor over every member's subscription."""
+        topics = sorted({t for m in members.values() for t in m.topics})
+        await self._client.refresh_metadata(*topics)
+        partitions = {}
+        for topic in topics:
+            parts = self._client.cached_partitions(topic)
+            if parts is not None:
+                partitions[topic] = parts
+            else:
+                log.warning(
+                    "group %r: subscribed topic %r does not exist; assigning nothing of it",
+                    self.group,
+                    topic,
+                )
+        plan = strategy.plan(members, partitions)
+        out = []
+        for member_id in members:
+            share = plan.get(member_id, {})
+            user_data = strategy.assignment_user_data(member_id, share, self.generation_id)
+            out.append((member_id, MemberAssignment(share, user_data).encode()))
+        return out
+
+    async def heartbeat(self) -> None:
+        """One Heartbeat; raises the broker's error (REBALANCE_IN_PROGRESS ends the session)."""
+        timeout = min(self._config.net.read_timeout, self._config.consumer.group.session_timeout)
+        resp = await self._coordinator_send(
+            HeartbeatRequest(self.group, self.generation_id, self.member_id), timeout=timeout
+        )
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(f"Heartbeat {self.group!r}")
+
+    async def leave(self) -> None:
+        """LeaveGroup, so the others rebalance now rather than after the session timeout."""
+        if not self.member_id:
+            return
+        resp = await self._coordinator_send(LeaveGroupRequest(self.group, self.member_id))
+        code = getattr(resp, "error_code", 0)
+        if code and code != UnknownMemberIdError.errno:
+            log.info("group %r: LeaveGroup answered %s", self.group, error_for_code(code).__name__)
+        self.reset()

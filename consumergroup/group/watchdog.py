@@ -1,0 +1,82 @@
+"""LoopWatchdog: notices a handler that blocks the event loop, and names it.
+
+Heartbeats run on the event loop; a handler doing blocking work starves them
+and the coordinator eventually evicts the member. A task cannot observe its
+own loop being blocked, so a watcher *thread* checks a timestamp the loop
+refreshes; when it goes stale for longer than ``threshold`` the thread reads
+the loop thread's current stack (``sys._current_frames``), finds the claim
+being processed and logs where it is stuck. It only reports; it changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from types import FrameType
+
+import anyio
+
+log = logging.getLogger(__name__)
+
+
+class LoopWatchdog:
+    """Reports event-loop stalls longer than ``threshold`` seconds.
+
+    ``tick()`` must be awaited in a task on the watched loop (it runs until
+    cancelled); ``stalls`` counts the stalls seen, ``longest`` the longest one.
+    """
+
+    def __init__(self, threshold: float, describe: Callable[[FrameType | None], str]) -> None:
+        self.threshold = threshold
+        self.stalls = 0
+        self.longest = 0.0
+        # Written by the loop (tick), read by the thread: a float store is atomic.
+        self._last = time.monotonic()
+        self._describe = describe
+        self._loop_thread = threading.get_ident()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    async def run(self) -> None:
+        """Refresh the timestamp a few times per threshold, with the watcher thread alive."""
+        self._loop_thread = threading.get_ident()
+        self._last = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._watch, name="consumergroup-watchdog", daemon=True
+        )
+        self._thread.start()
+        try:
+            while True:
+                self._last = time.monotonic()
+                await anyio.sleep(self.threshold / 4)
+        finally:
+            self._stop.set()
+            self._thread.join(timeout=1.0)
+
+    def _watch(self) -> None:
+        reported = False
+        while not self._stop.wait(self.threshold / 4):
+            stalled = time.monotonic() - self._last
+            if stalled <= self.threshold:
+                reported = False
+                continue
+            self.longest = max(self.longest, stalled)
+            if reported:
+                continue
+            reported = True
+            self.stalls += 1
+            frame = sys._current_frames().get(self._loop_thread)
+            stack = traceback.format_stack(frame)[-6:] if frame is not None else []
+            log.warning(
+                "event loop blocked for %.1fs (> %.1fs, a third of the session timeout): %s. "
+                "Heartbeats cannot be sent meanwhile; move blocking work off the loop "
+                "(await anyio.to_thread.run_sync(...)). Stack:\n%s",
+                stalled,
+                self.threshold,
+                self._describe(frame),
+                "".join(stack),
+            )

@@ -1,0 +1,223 @@
+"""OffsetManager: a group's positions — fetched, marked, committed (sarama's ``offset_manager.go``).
+
+One manager per :class:`~consumergroup.ConsumerGroup`. A session *assigns* its
+claimed partitions (their committed offsets are fetched with OffsetFetch) and
+*releases* them when it ends, after a final commit. In between, the user marks
+offsets (``mark_message``: offset + 1, sarama's semantics) and the manager
+commits whatever changed, every ``auto_commit.interval`` and on demand.
+
+Commits carry the session's member id and generation, and only ever name
+partitions the member owns right now: a released partition is dropped from the
+manager before the next session's commits, so a stale generation can never
+overwrite another member's progress.
+
+State ownership: ``_positions`` is mutated by the session's tasks (mark/reset
+from handlers, commit results from the commit path) on one event loop; commits
+are serialised by ``_commit_lock`` so two never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from .errors import (
+    ConsumerGroupError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    IllegalGenerationError,
+    KafkaConnectionError,
+    KafkaError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+    error_for_code,
+)
+from .net.protocol import OffsetCommitRequest, OffsetFetchRequest
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .config import Config
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+T = TypeVar("T")
+
+#: Coordinator moved or busy: find it again and retry.
+_COORDINATOR_MOVED = (
+    NotCoordinatorError,
+    CoordinatorNotAvailableError,
+    CoordinatorLoadInProgressError,
+)
+#: The member no longer owns its partitions: committing is pointless and unsafe.
+FENCED = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
+
+
+@dataclass(slots=True)
+class _Position:
+    committed: int  # last offset the broker acknowledged (-1: none)
+    marked: int  # offset to commit next (the next message to consume)
+    metadata: str = ""
+
+
+class OffsetManager:
+    """Marked and committed offsets of the partitions the member owns right now."""
+
+    def __init__(self, client: Client, group: str, config: Config) -> None:
+        self._client = client
+        self.group = group
+        self._config = config
+        self._positions: dict[TopicPartition, _Position] = {}
+        self._commit_lock = asyncio.Lock()
+        # Set per session by the group; sent with every commit.
+        self.member_id = ""
+        self.generation_id = -1
+
+    # -------------------------------------------------------------- fetch / assign
+
+    async def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """OffsetFetch: ``{tp: (offset, metadata)}``; offset -1 where nothing is committed."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        if not by_topic:
+            return {}
+
+        async def attempt() -> dict[TopicPartition, tuple[int, str]]:
+            conn = await self._client.coordinator(self.group)
+            resp = await conn.send(OffsetFetchRequest(self.group, list(by_topic.items())))
+            top = getattr(resp, "error_code", 0)
+            if top:
+                raise error_for_code(top)(f"OffsetFetch for group {self.group!r}")
+            out: dict[TopicPartition, tuple[int, str]] = {}
+            for topic, parts in resp.topics:
+                for partition, offset, metadata, code in parts:
+                    if code:
+                        raise error_for_code(code)(f"OffsetFetch {topic}/{partition}")
+                    out[(topic, partition)] = (offset, metadata or "")
+            return out
+
+        return await self._with_coordinator("OffsetFetch", attempt)
+
+    def assign(
+        self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
+    ) -> None:
+        """Own these partitions from now on; ``start`` is where consumption begins."""
+        for tp, offset in start.items():
+            done, metadata = committed.get(tp, (-1, ""))
+            self._positions[tp] = _Position(done, offset, metadata)
+
+    def release(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forget partitions the member no longer owns (after the final commit)."""
+        for tp in partitions:
+            self._positions.pop(tp, None)
+
+    def owned(self) -> list[TopicPartition]:
+        """Partitions currently tracked."""
+        return list(self._positions)
+
+    # --------------------------------------------------------------------- marking
+
+    def mark(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
+        """Mark ``offset`` as the next to consume; only moves forward (sarama MarkOffset)."""
+        pos = self._positions.get((topic, partition))
+        if pos is not None and offset > pos.marked:
+            pos.marked = offset
+            pos.metadata = metadata
+
+    def reset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
+        """Set the next offset to commit, backwards too (sarama ResetOffset)."""
+        pos = self._positions.get((topic, partition))
+        if pos is not None:
+            pos.marked = offset
+            pos.metadata = metadata
+            # Force a commit even if it equals the last acknowledged one.
+            pos.committed = -2 if offset == pos.committed else pos.committed
+
+    def marked(self, topic: str, partition: int) -> int:
+        """The marked offset of a partition (-1 if not owned)."""
+        pos = self._positions.get((topic, partition))
+        return pos.marked if pos is not None else -1
+
+    def committed(self, topic: str, partition: int) -> int:
+        """The last offset the broker acknowledged for a partition (-1 if none / not owned)."""
+        pos = self._positions.get((topic, partition))
+        return pos.committed if pos is not None else -1
+
+    # -------------------------------------------------------------------- commit
+
+    async def commit(self) -> None:
+        """Commit every owned partition whose marked offset moved since its last commit.
+
+        Raises :class:`RebalanceInProgressError` / :class:`IllegalGenerationError` /
+        :class:`UnknownMemberIdError` when the member lost its partitions (nothing
+        was committed for them), other errors after ``offsets.retry`` is spent.
+        """
+        async with self._commit_lock:
+            dirty = {
+                tp: (pos.marked, pos.metadata)
+                for tp, pos in self._positions.items()
+                if pos.marked >= 0 and pos.marked != pos.committed
+            }
+            if not dirty:
+                return
+            by_topic: dict[str, list[tuple[int, int, str]]] = {}
+            for (topic, partition), (offset, metadata) in dirty.items():
+                by_topic.setdefault(topic, []).append((partition, offset, metadata))
+            retention = self._config.consumer.offsets.retention
+            request = OffsetCommitRequest(
+                self.group,
+                self.generation_id,
+                self.member_id,
+                int(retention * 1000) if retention > 0 else -1,
+                list(by_topic.items()),
+            )
+
+            async def attempt() -> None:
+                conn = await self._client.coordinator(self.group)
+                resp = await conn.send(request)
+                first_error: KafkaError | None = None
+                for topic, parts in resp.topics:
+                    for partition, code in parts:
+                        tp = (topic, partition)
+                        if code == 0:
+                            pos = self._positions.get(tp)
+                            if pos is not None:
+                                pos.committed = dirty[tp][0]
+                        elif first_error is None:
+                            first_error = error_for_code(code)(f"OffsetCommit {topic}/{partition}")
+                if first_error is not None:
+                    raise first_error
+
+            await self._with_coordinator("OffsetCommit", attempt)
+
+    async def _with_coordinator(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt``, retrying coordinator moves and transient errors (``offsets.retry``)."""
+        retry = self._config.consumer.offsets.retry
+        for n in range(retry.max + 1):
+            try:
+                return await attempt()
+            except FENCED:
+                raise
+            except _COORDINATOR_MOVED as exc:
+                self._client.invalidate_coordinator(self.group)
+                error: ConsumerGroupError = exc
+            except (KafkaConnectionError, RequestTimedOutError) as exc:
+                self._client.invalidate_coordinator(self.group)
+                error = exc
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                error = exc
+            if n == retry.max:
+                raise error
+            log.debug("%s for group %r failed (%s); retrying", what, self.group, error)
+            await asyncio.sleep(retry.backoff)
+        raise AssertionError("unreachable")

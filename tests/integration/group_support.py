@@ -1,0 +1,107 @@
+"""Helpers for the group integration tests: a recording handler and member runners."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+
+import consumergroup as cg
+
+
+def group_config(**overrides: object) -> cg.Config:
+    """A config for tests: small session timeout (Tansu holds JoinGroup ~half of it)."""
+    config = cg.Config(client_id="test")
+    config.consumer.group.session_timeout = 6.0
+    config.consumer.group.heartbeat_interval = 0.5
+    config.consumer.group.rebalance.timeout = 10.0
+    config.consumer.group.rebalance.retry.backoff = 0.5
+    config.consumer.group.partition_watch_interval = 1.0
+    config.consumer.offsets.initial = cg.OFFSET_OLDEST
+    config.consumer.offsets.auto_commit.interval = 0.2
+    config.consumer.retry.backoff = 0.2
+    config.consumer.max_wait_time = 0.1
+    for path, value in overrides.items():
+        target: object = config
+        *parents, leaf = path.split("__")
+        for name in parents:
+            target = getattr(target, name)
+        setattr(target, leaf, value)
+    return config
+
+
+class Recorder(cg.ConsumerGroupHandler):
+    """Records every message handled, per member, and marks it."""
+
+    def __init__(self, name: str = "member", delay: float = 0.0) -> None:
+        self.name = name
+        self.delay = delay
+        self.seen: list[tuple[str, int, int]] = []
+        self.last_seen: dict[tuple[str, int], float] = {}
+        self.sessions: list[dict[str, list[int]]] = []
+        self.claims: dict[str, list[int]] = {}
+        self.cleanups = 0
+        self.fail_on: Callable[[cg.ConsumerMessage], bool] | None = None
+
+    async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        self.claims = session.claims
+        self.sessions.append(session.claims)
+
+    async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
+        self.cleanups += 1
+        self.claims = {}
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            if self.fail_on is not None and self.fail_on(msg):
+                raise RuntimeError(f"boom at {msg.topic}/{msg.partition}@{msg.offset}")
+            self.seen.append((msg.topic, msg.partition, msg.offset))
+            self.last_seen[(msg.topic, msg.partition)] = time.monotonic()
+            session.mark_message(msg)
+            if self.delay:
+                await asyncio.sleep(self.delay)
+
+    def owned(self) -> int:
+        """How many partitions this member claims right now."""
+        return sum(len(p) for p in self.claims.values())
+
+
+@contextlib.asynccontextmanager
+async def running_member(
+    bootstrap: str,
+    group: str,
+    topics: list[str],
+    handler: cg.ConsumerGroupHandler,
+    config: cg.Config | None = None,
+) -> AsyncIterator[tuple[cg.ConsumerGroup, asyncio.Task[None]]]:
+    """A ConsumerGroup running ``run()`` in a task; closed (bounded) on exit."""
+    member = cg.ConsumerGroup([bootstrap], group, config or group_config())
+    task = asyncio.create_task(member.run(topics, handler))
+    try:
+        yield member, task
+    finally:
+        await asyncio.wait_for(member.close(), 30)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll ``predicate`` until true; returns the seconds it took, fails after ``timeout``."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - start
+
+
+def offsets_by_partition(seen: list[tuple[str, int, int]]) -> dict[tuple[str, int], Counter[int]]:
+    """(topic, partition) -> Counter of offsets handled."""
+    out: dict[tuple[str, int], Counter[int]] = {}
+    for topic, partition, offset in seen:
+        out.setdefault((topic, partition), Counter())[offset] += 1
+    return out
