@@ -14,7 +14,6 @@ Owns, for its whole life: the :class:`~consumergroup.client.Client`, the fetch
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
@@ -29,7 +28,6 @@ from ..errors import (
     ConfigurationError,
     ConsumerError,
     ConsumerGroupError,
-    KafkaError,
 )
 from ..offsets import OffsetManager
 from .claim import ConsumerGroupClaim
@@ -139,6 +137,8 @@ class ConsumerGroup:
                 self._session = None
             if session.fatal is not None:
                 raise session.fatal
+            if session.rejoin_fresh and not self._closing:
+                await self._leave()
 
     def _check_topics(self, topics: Sequence[str]) -> list[str]:
         if isinstance(topics, str):
@@ -168,6 +168,18 @@ class ConsumerGroup:
             tp: committed[tp][0] if committed.get(tp, (-1, ""))[0] >= 0 else initial
             for tp in assigned
         }
+        # The leader may have seen newer metadata than this member: catch up, and leave
+        # out (then rejoin for) any partition this member still cannot see.
+        unknown = [
+            tp for tp in wanted if tp[1] not in (self._client.cached_partitions(tp[0]) or ())
+        ]
+        if unknown:
+            await self._client.refresh_metadata(*topics)
+            unknown = [
+                tp for tp in wanted if tp[1] not in (self._client.cached_partitions(tp[0]) or ())
+            ]
+            for tp in unknown:
+                del wanted[tp]
         pcs = await self._consumer.consume_partitions(wanted)
         claims: dict[TopicPartition, ConsumerGroupClaim] = {}
         start: dict[TopicPartition, int] = {}
@@ -177,7 +189,7 @@ class ConsumerGroup:
             claims[tp] = ConsumerGroupClaim(pc, pc.next_offset)
             start[tp] = pc.next_offset
         self._offsets.assign(committed, start)
-        return ConsumerGroupSession(
+        session = ConsumerGroupSession(
             group_id=self.group_id,
             generation=generation,
             claims=claims,
@@ -189,6 +201,9 @@ class ConsumerGroup:
             config=self.config,
             on_error=self._push_error,
         )
+        if unknown:
+            session.end(f"assigned partitions {unknown} are not in this member's metadata yet")
+        return session
 
     # ------------------------------------------------------------------ errors
 
@@ -258,6 +273,14 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------------ close
 
+    async def _leave(self) -> None:
+        """LeaveGroup, bounded; a failure only means the others wait for the session timeout."""
+        with anyio.move_on_after(self.config.net.read_timeout):
+            try:
+                await self._membership.leave()
+            except (ConsumerGroupError, OSError) as exc:
+                log.info("group %r: LeaveGroup failed: %s", self.group_id, exc)
+
     async def close(self, timeout: float | None = None) -> None:
         """End the session (final commit), leave the group and stop every task. Idempotent.
 
@@ -279,11 +302,7 @@ class ConsumerGroup:
             async with self._consume_lock:
                 pass
         if self._started:
-            with (
-                anyio.move_on_after(self.config.net.read_timeout),
-                contextlib.suppress(ConsumerGroupError, KafkaError, OSError),
-            ):
-                await self._membership.leave()
+            await self._leave()
         await self._consumer.close()
         await self._client.close()
         self._closed = True

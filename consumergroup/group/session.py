@@ -94,6 +94,8 @@ class ConsumerGroupSession:
         # Why the session ended (None: still running); a fatal error ends run().
         self.end_reason: str | None = None
         self.fatal: BaseException | None = None
+        # Set when the next join must start as a new member (see _watch_partitions).
+        self.rejoin_fresh = False
         # Handlers still running; _claims_done is set when it drops to zero.
         self._running_claims = 0
         self._claims_done = anyio.Event()
@@ -300,6 +302,9 @@ class ConsumerGroupSession:
             for topic, count in self._partition_counts.items():
                 now = len(self._client.cached_partitions(topic) or ())
                 if now != count:
+                    # A coordinator answers a follower that rejoins with unchanged metadata
+                    # with the old assignment; leaving first forces the rebalance.
+                    self.rejoin_fresh = True
                     self.end(f"topic {topic!r} now has {now} partitions (was {count})")
                     return
 

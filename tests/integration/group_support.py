@@ -43,6 +43,7 @@ class Recorder(cg.ConsumerGroupHandler):
         self.sessions: list[dict[str, list[int]]] = []
         self.claims: dict[str, list[int]] = {}
         self.cleanups = 0
+        self.end_reasons: list[str | None] = []
         self.fail_on: Callable[[cg.ConsumerMessage], bool] | None = None
 
     async def setup(self, session: cg.ConsumerGroupSession) -> None:
@@ -51,6 +52,7 @@ class Recorder(cg.ConsumerGroupHandler):
 
     async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
         self.cleanups += 1
+        self.end_reasons.append(session.end_reason)
         self.claims = {}
 
     async def consume_claim(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +203,68 @@ async def test_pause_is_kept_across_rebalances(bootstrap: str, new_topic: TopicF
         assert not any(s[1] == 0 for s in a.seen), "a paused partition was consumed"
         member.resume({topic: [0]})
         await wait_for(lambda: any(s[1] == 0 for s in a.seen), 20, "partition 0 after resume")
+
+
+async def test_killed_member_partitions_move_to_the_survivor(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """kill -9 of a member process: after the session timeout the survivor takes its
+    partitions and resumes from the committed offsets; nothing is lost."""
+    topic = await new_topic(partitions=4)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration.member_process",
+        bootstrap,
+        group,
+        topic,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=str(Path(__file__).parents[2]),
+    )
+    child_seen: list[tuple[str, int, int]] = []
+    child_claims: list[dict[str, list[int]]] = []
+
+    async def read_child() -> None:
+        assert child.stdout is not None
+        async for line in child.stdout:
+            event = json.loads(line)
+            if "claims" in event:
+                child_claims.append(event["claims"])
+            else:
+                child_seen.extend((topic, event["p"], o) for o in event["offsets"])
+
+    reader = asyncio.create_task(read_child())
+    survivor = Recorder("survivor")
+    try:
+        async with running_member(bootstrap, group, [topic], survivor):
+            await wait_for(
+                lambda: (
+                    survivor.owned() == 2
+                    and bool(child_claims)
+                    and sum(len(p) for p in child_claims[-1].values()) == 2
+                ),
+                60,
+                "the child and the survivor to split",
+            )
+            await wait_for(lambda: len(child_seen) + len(survivor.seen) >= 400, 30, "the first 400")
+            child.kill()
+            await child.wait()
+            killed = time.monotonic()
+            await produce(bootstrap, topic, [str(i).encode() for i in range(400, 600)])
+            await wait_for(lambda: survivor.owned() == 4, 60, "the survivor to take over")
+            took = time.monotonic() - killed
+            await wait_for(
+                lambda: len({s for s in child_seen + survivor.seen}) >= 600, 30, "every message"
+            )
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+        reader.cancel()
+    handled = offsets_by_partition(child_seen + survivor.seen)
+    assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
+    # The child committed after every batch it printed: the survivor repeats none of them.
+    assert not set(child_seen) & set(survivor.seen)
+    assert took >= group_config().consumer.group.session_timeout * 0.5, took
