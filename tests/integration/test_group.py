@@ -268,3 +268,31 @@ async def test_killed_member_partitions_move_to_the_survivor(
     # The child committed after every batch it printed: the survivor repeats none of them.
     assert not set(child_seen) & set(survivor.seen)
     assert took >= group_config().consumer.group.session_timeout * 0.5, took
+
+
+class Blocker(Recorder):
+    """Blocks the event loop (time.sleep) on its first message: the watchdog must name it."""
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            if not self.seen:
+                time.sleep(2.5)  # noqa: ASYNC251 - blocking on purpose
+            self.seen.append((msg.topic, msg.partition, msg.offset))
+            session.mark_message(msg)
+
+
+async def test_a_handler_blocking_the_loop_is_reported_by_name(
+    bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"x"] * 3)
+    handler = Blocker()
+    caplog.set_level("WARNING", logger="consumergroup.group.watchdog")
+    async with running_member(bootstrap, unique(), [topic], handler) as (member, _):
+        await wait_for(lambda: len(handler.seen) == 3, 30, "the messages")
+        session = member.session
+        assert session is not None and session.watchdog.stalls >= 1
+    reports = [r.getMessage() for r in caplog.records if "event loop blocked" in r.getMessage()]
+    assert reports and f"in consume_claim for {topic}/0" in reports[0], reports
