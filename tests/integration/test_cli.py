@@ -1,0 +1,294 @@
+"""The ``consumergroup`` command, run as a real subprocess against the test broker.
+
+What the user sees is the contract here: stdout lines, stderr lines, exit codes,
+and what the broker holds afterwards (committed offsets prove the marks and the
+final commit of a clean close).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.cli import render_bytes
+from consumergroup.client import Client
+from consumergroup.offsets import OffsetManager
+from consumergroup.testing import free_port
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "consumergroup"]
+# Small session timeout: Tansu holds every JoinGroup for about half of it.
+FAST = ["--session-timeout", "6"]
+LINE = re.compile(
+    r"^(?P<topic>\S+)/(?P<partition>\d+)@(?P<offset>\d+) key=(?P<key>.*?) value=(?P<value>.*)$"
+)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # --bootstrap falls back to it
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def spawn(*args: str) -> asyncio.subprocess.Process:
+    """Start the command in its own process group (so kill_tree reaches a demo's broker)."""
+    return await asyncio.create_subprocess_exec(
+        *CLI,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=ROOT,
+        start_new_session=True,
+    )
+
+
+def kill_tree(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the command and everything it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def run_cli(*args: str, timeout: float = 90.0) -> Result:
+    """Run the command to completion (killed and failed after ``timeout`` seconds)."""
+    proc = await spawn(*args)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        kill_tree(proc)
+        out, err = await proc.communicate()
+        pytest.fail(f"{args} ran over {timeout}s; stderr:\n{err.decode(errors='replace')}")
+    finally:
+        if proc.returncode is None:  # cancelled (pytest-timeout): leave nothing behind
+            kill_tree(proc)
+            await proc.wait()
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), err.decode())
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The broker's committed offsets of ``group`` on ``topic`` (-1: none)."""
+    async with Client([bootstrap]) as client:
+        got = await OffsetManager(client, group, cg.Config()).fetch_committed(
+            [(topic, p) for p in range(partitions)]
+        )
+    return {p: got[(topic, p)][0] for p in range(partitions)}
+
+
+def parse_lines(out: str) -> list[re.Match[str]]:
+    matches = [LINE.match(line) for line in out.splitlines()]
+    assert all(matches), f"unexpected stdout lines:\n{out}"
+    return [m for m in matches if m is not None]
+
+
+def offsets_per_partition(lines: list[re.Match[str]]) -> dict[int, list[int]]:
+    got: dict[int, list[int]] = {}
+    for m in lines:
+        got.setdefault(int(m["partition"]), []).append(int(m["offset"]))
+    return got
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def test_values_render_as_one_line_of_text() -> None:
+    assert render_bytes(None, 10) == "null"
+    assert render_bytes(b"plain", 10) == "plain"
+    assert render_bytes("héllo".encode(), 10) == "héllo"
+    assert render_bytes(b"\xff\xfeok", 10) == "\ufffd\ufffdok"
+    assert render_bytes(b"a\nb\tc\x00", 20) == "a\\nb\\tc\\x00"
+    assert render_bytes(b"y" * 30, 10) == "y" * 10 + "...(30 bytes)"
+
+
+# ----------------------------------------------------------------------------- help
+
+
+async def test_help_lists_the_commands_for_both_entry_points() -> None:
+    result = await run_cli("--help", timeout=30)
+    assert result.code == 0, result.err
+    assert "consume" in result.out and "demo" in result.out
+    script = Path(sys.executable).parent / "consumergroup"
+    if script.exists():  # the console script of the installed package
+        proc = await asyncio.create_subprocess_exec(
+            str(script), "consume", "--help", stdout=asyncio.subprocess.PIPE, env=_env()
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0
+        for option in ("--bootstrap", "--group", "--topic", "--from-beginning", "--rate"):
+            assert option in out.decode()
+
+
+# ----------------------------------------------------------------------------- consume
+
+
+async def test_consume_prints_every_message_marks_and_commits(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    group = unique()
+    values = [f"value-{i}".encode() for i in range(20)]
+    values += [b"\xff\xfebin", b"line1\nline2", b"x" * 500]
+    keys = [f"key-{i}".encode() for i in range(len(values))]
+    await produce(bootstrap, topic, values, keys=keys)
+
+    result = await run_cli(
+        "consume", "--bootstrap", bootstrap, "--group", group, "--topic", topic,
+        "--from-beginning", "--max-messages", str(len(values)), "--timeout", "60",
+        "--width", "50", *FAST,
+    )  # fmt: skip
+
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.err
+    lines = parse_lines(result.out)
+    assert len(lines) == len(values)
+    assert {m["topic"] for m in lines} == {topic}
+    shown = {m["key"]: m["value"] for m in lines}
+    expected = {f"key-{i}": f"value-{i}" for i in range(20)}
+    expected |= {"key-20": "\ufffd\ufffdbin", "key-21": "line1\\nline2"}
+    expected["key-22"] = "x" * 50 + "...(500 bytes)"
+    assert shown == expected
+    # Every partition from offset 0, in order, nothing twice.
+    per_partition = offsets_per_partition(lines)
+    for offsets in per_partition.values():
+        assert offsets == list(range(len(offsets)))
+    assert f"consumed {len(values)} messages" in result.err
+    # Each printed message was marked, and close() committed them: offset + 1 per partition.
+    assert await committed(bootstrap, group, topic, 2) == {
+        p: len(per_partition.get(p, [])) or -1 for p in range(2)
+    }
+
+
+async def test_several_topics_in_one_group(bootstrap: str, new_topic: TopicFactory) -> None:
+    first, second = await new_topic(partitions=1), await new_topic(partitions=2)
+    await produce(bootstrap, first, [b"a0", b"a1", b"a2"])
+    await produce(bootstrap, second, [b"b0", b"b1", b"b2"])
+    result = await run_cli(
+        "consume", "-b", bootstrap, "-g", unique(), "-t", first, "--topic", second,
+        "--from-beginning", "-n", "6", "--timeout", "60", *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    got = {(m["topic"], m["value"]) for m in parse_lines(result.out)}
+    assert got == {(first, f"a{i}") for i in range(3)} | {(second, f"b{i}") for i in range(3)}
+    assert f"{first}/0" in result.err and f"{second}/0,1" in result.err  # the claims line
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_closes_cleanly_with_a_final_commit(
+    bootstrap: str, new_topic: TopicFactory, sig: signal.Signals
+) -> None:
+    topic = await new_topic(partitions=3)
+    group = unique()
+    await produce(bootstrap, topic, [f"m{i}".encode() for i in range(12)])
+    proc = await spawn(
+        "consume", "-b", bootstrap, "-g", group, "-t", topic, "--from-beginning",
+        "--timeout", "120", *FAST,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(60):
+            while len(seen) < 12:
+                line = await proc.stdout.readline()
+                if not line:
+                    break
+                seen.append(line.decode())
+        assert len(seen) == 12, seen
+        proc.send_signal(sig)
+        async with asyncio.timeout(15):  # a clean close is quick: commit + LeaveGroup
+            rest, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            kill_tree(proc)
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert rest == b""
+    stderr = err.decode()
+    assert f"{sig.name}: closing" in stderr
+    assert "consumed 12 messages" in stderr and "left group" in stderr
+    assert "Traceback" not in stderr
+    offsets = await committed(bootstrap, group, topic, 3)
+    assert sum(offsets.values()) == 12
+
+
+async def test_rate_mode_prints_rates_not_messages(bootstrap: str, new_topic: TopicFactory) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [b"r"] * 200)
+    result = await run_cli(
+        "consume", "-b", bootstrap, "-g", unique(), "-t", topic, "--from-beginning",
+        "--rate", "--max-messages", "200", "--timeout", "60", *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    rate_lines = result.out.splitlines()
+    assert rate_lines, "no rate line"
+    assert all(re.search(r"\d msg/s +total +[\d,]+", line) for line in rate_lines), result.out
+    assert "@" not in result.out  # no per-message lines
+    assert "consumed 200 messages" in result.err
+
+
+async def test_a_missing_topic_is_one_helpful_line_and_exit_2(bootstrap: str) -> None:
+    missing = unique("no-such-topic")
+    result = await run_cli("consume", "-b", bootstrap, "-g", unique(), "-t", missing, *FAST)
+    assert result.code == 2
+    assert result.out == ""
+    [line] = result.err.strip().splitlines()
+    assert line.startswith(f"Error: topic '{missing}' does not exist")
+    assert "create it first or check --topic" in line
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        (f"127.0.0.1:{free_port()}", "no Kafka broker answered"),
+        ("not-an-address", "bad --bootstrap 'not-an-address'"),
+    ],
+    ids=["unreachable", "malformed"],
+)
+async def test_a_bad_bootstrap_is_one_helpful_line_and_exit_2(address: str, says: str) -> None:
+    result = await run_cli("consume", "-b", address, "-g", "g", "-t", "t", "--connect-timeout", "3")
+    assert result.code == 2
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("Error: ") and says in line
+    assert "--bootstrap" in line
+
+
+# ----------------------------------------------------------------------------- demo
+
+
+async def test_the_demo_rebalances_and_loses_nothing() -> None:
+    # Its own embedded broker; three members; member-2 leaves a third of the way in.
+    result = await run_cli("demo", "--duration", "10", "--members", "3", "--rate", "1000",
+                           timeout=120)  # fmt: skip
+    assert result.code == 0, result.out + result.err
+    out = result.out
+    assert re.search(r"member-2 left; partitions [\d,]+ moving\.\.\.", out), out
+    assert re.search(r"rebalanced in \d+\.\ds \(member-1: [\d,]+; member-3: [\d,]+\)", out), out
+    produced = re.search(r"produced: +([\d,]+) messages", out)
+    consumed = re.search(r"consumed: +([\d,]+) deliveries, ([\d,]+) distinct", out)
+    assert produced and consumed, out
+    n_produced = int(produced[1].replace(",", ""))
+    assert n_produced > 0
+    assert int(consumed[2].replace(",", "")) == n_produced  # every message, at least once
+    assert re.search(r"^ +lost: +0$", out, re.MULTILINE), out
+    assert "tasks still running" not in result.err
+    assert "Traceback" not in result.err
