@@ -29,6 +29,7 @@ from .errors import (
     ClosedError,
     ConfigurationError,
     CoordinatorNotAvailableError,
+    CorruptMessageError,
     KafkaConnectionError,
     KafkaError,
     LeaderNotAvailableError,
@@ -83,7 +84,8 @@ class PartitionMetadata:
 def parse_address(addr: str) -> tuple[str, int]:
     """``"host:port"`` (or ``"[v6]:port"``) -> (host, port); raises ConfigurationError."""
     host, sep, port = addr.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # isascii: str.isdigit() accepts "²" (int() then fails) and "٣" (int() reads 3).
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigurationError(
             f"broker address {addr!r} is not HOST:PORT (for example '127.0.0.1:9092')"
         )
@@ -163,15 +165,17 @@ class Client:
             raise ClosedError("the client is closed")
         key = (host, port, purpose)
         conn = self._conns.get(key)
-        if conn is not None and not conn.closed:
-            return conn
-        lock = self._dial_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            conn = self._conns.get(key)
-            if conn is None or conn.closed:
-                conn = await BrokerConnection.open(host, port, self.config, node_id)
-                self._conns[key] = conn
-            return conn
+        if conn is None or conn.closed:
+            lock = self._dial_locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                conn = self._conns.get(key)
+                if conn is None or conn.closed:
+                    conn = await BrokerConnection.open(host, port, self.config, node_id)
+                    self._conns[key] = conn
+        if conn.node_id is None and node_id is not None:
+            # Dialed as a seed (id unknown then); metadata has since named this broker.
+            conn.node_id = node_id
+        return conn
 
     async def connection(self, node_id: int, purpose: str = "default") -> BrokerConnection:
         """A live connection to broker ``node_id`` (metadata is refreshed if it is unknown)."""
@@ -203,7 +207,13 @@ class Client:
         for host, port, node_id in candidates:
             try:
                 return await self._connect(host, port, "default", node_id)
-            except (KafkaConnectionError, RequestTimedOutError, OSError) as exc:
+            except (
+                KafkaConnectionError,
+                RequestTimedOutError,
+                CorruptMessageError,
+                OSError,
+            ) as exc:
+                # CorruptMessageError: something that is not a Kafka listener answered.
                 errors.append(f"{host}:{port}: {exc}")
         seeds = ", ".join(f"{h}:{p}" for h, p in self._seeds)
         raise NoBrokersAvailableError(
@@ -247,6 +257,7 @@ class Client:
             await self._retrying("metadata", attempt)
 
     def _apply_metadata(self, meta: dict[str, Any], requested: Iterable[str]) -> None:
+        requested = tuple(requested)
         brokers = {
             b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
             for b in meta["brokers"]
@@ -254,6 +265,9 @@ class Client:
         if brokers:
             self._brokers = brokers
         self._controller_id = meta.get("controller_id", -1)
+        if not requested:
+            # A full refresh lists every topic: forget the ones that are gone.
+            self._topics = {}
         errors: dict[str, int] = {}
         for t in meta["topics"]:
             name, code = t["topic"], t["error_code"]
@@ -285,7 +299,8 @@ class Client:
         while True:
             await asyncio.sleep(self.config.metadata.refresh_frequency)
             try:
-                await self.refresh_metadata(*self._topics)
+                # Full refresh, like sarama's default (Metadata.Full): new topics show up too.
+                await self.refresh_metadata()
             except Exception as exc:  # keep the loop alive; the next use refreshes again
                 log.warning("background metadata refresh failed: %s", exc)
 

@@ -144,6 +144,13 @@ class BrokerConnection:
                 f"could not connect to {conn.address} within net.dial_timeout="
                 f"{config.net.dial_timeout}s: check the address and that the broker is up"
             ) from None
+        except RequestTimedOutError as exc:
+            # read_timeout < dial_timeout: still a failed dial, not a failed request.
+            conn.abort()
+            raise KafkaConnectionError(
+                f"could not connect to {conn.address}: it accepted the connection but "
+                f"{exc.context}: check that this is a Kafka listener and the broker is healthy"
+            ) from exc
         except BaseException:
             conn.abort()
             raise
@@ -181,7 +188,13 @@ class BrokerConnection:
                 (code,) = struct.unpack_from(">h", payload, header_len)
                 if code == _UNSUPPORTED_VERSION:
                     continue
-            resp = decode_response(struct_, payload)
+            try:
+                resp = decode_response(struct_, payload)
+            except Exception as exc:  # the codec raises ValueError/struct.error/IndexError
+                raise CorruptMessageError(
+                    f"malformed ApiVersions response from {self.address}: {exc}: is this "
+                    "address a Kafka listener?"
+                ) from exc
             raise_for_code(resp.error_code, f"ApiVersions from {self.address}")
             self.broker_versions = {k: (lo, hi) for k, lo, hi in resp.api_versions}
             return

@@ -70,8 +70,8 @@ __all__ = [
 VersionRanges: TypeAlias = dict[int, tuple[int, int]]
 
 #: The APIs this package speaks, by key (names for logs and error messages).
+#: Every key has a builder in ``_BUILDERS`` (a unit test checks it).
 API_NAMES: dict[int, str] = {
-    0: "Produce",
     1: "Fetch",
     2: "ListOffsets",
     3: "Metadata",
@@ -162,8 +162,14 @@ def prepare(request: Request[Any], broker: VersionRanges, address: str) -> Reque
         return request.prepare(broker)
     except (IncompatibleBrokerVersion, NotImplementedError) as exc:
         name = API_NAMES.get(request.API_KEY, str(request.API_KEY))
+        ours = codec_versions().get(request.API_KEY)
+        theirs = broker.get(request.API_KEY)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"{name}: broker {address} does not offer this API at all (this client "
+                f"speaks versions {ours}): use a broker that supports {name}"
+            ) from exc
         raise UnsupportedVersionError(
-            f"{name}: broker {address} supports versions {broker.get(request.API_KEY)}, "
-            f"this client {codec_versions().get(request.API_KEY)}: upgrade the broker "
-            "or this client"
+            f"{name}: broker {address} supports versions {theirs}, this client {ours}: "
+            "upgrade the broker or this client"
         ) from exc

@@ -44,8 +44,19 @@ class ScramClient:
 
     def final_message(self, server_first: bytes) -> bytes:
         """client-final-message with the proof, given the server-first-message."""
-        fields = dict(item.split("=", 1) for item in server_first.decode().split(","))
-        nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"]), int(fields["i"])
+        fields = _parse(server_first, "server-first-message")
+        if "e" in fields:
+            raise SaslAuthenticationFailedError(f"SCRAM: the broker refused: {fields['e']}")
+        try:
+            nonce = fields["r"]
+            salt = base64.b64decode(fields["s"], validate=True)
+            iterations = int(fields["i"])
+        except (KeyError, ValueError) as exc:
+            raise SaslAuthenticationFailedError(
+                f"SCRAM: malformed server-first-message from the broker ({exc!r})"
+            ) from None
+        if iterations < 1:
+            raise SaslAuthenticationFailedError(f"SCRAM: bad iteration count {iterations}")
         if not nonce.startswith(self._nonce):
             raise SaslAuthenticationFailedError("SCRAM: the server nonce does not extend ours")
         salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
@@ -61,11 +72,25 @@ class ScramClient:
 
     def verify_server_final(self, server_final: bytes) -> None:
         """Check the server's signature: proves the broker knows the password too."""
-        fields = dict(item.split("=", 1) for item in server_final.decode().split(","))
+        fields = _parse(server_final, "server-final-message")
         if "e" in fields:
             raise SaslAuthenticationFailedError(f"SCRAM: the broker refused: {fields['e']}")
-        if not hmac.compare_digest(base64.b64decode(fields.get("v", "")), self._server_signature):
+        try:
+            signature = base64.b64decode(fields.get("v", ""), validate=True)
+        except ValueError:
+            signature = b""
+        if not self._server_signature or not hmac.compare_digest(signature, self._server_signature):
             raise SaslAuthenticationFailedError("SCRAM: the broker's signature does not match")
+
+
+def _parse(message: bytes, what: str) -> dict[str, str]:
+    """``a=1,b=2`` -> ``{"a": "1", "b": "2"}``; a malformed message fails authentication."""
+    try:
+        return dict(item.split("=", 1) for item in message.decode().split(","))
+    except (UnicodeDecodeError, ValueError):
+        raise SaslAuthenticationFailedError(
+            f"SCRAM: malformed {what} from the broker: {message[:80]!r}"
+        ) from None
 
 
 async def _exchange(conn: BrokerConnection, payload: bytes) -> bytes:
@@ -80,14 +105,15 @@ async def _exchange(conn: BrokerConnection, payload: bytes) -> bytes:
 
 
 async def authenticate(conn: BrokerConnection, sasl: SASLConfig) -> None:
-    """Run SaslHandshake + SaslAuthenticate for ``sasl.mechanism`` on ``conn``."""
-    resp = await conn.send(SaslHandShakeRequest(sasl.mechanism))
-    if resp.error_code == UnsupportedSaslMechanismError.errno:
-        raise UnsupportedSaslMechanismError(
-            f"broker {conn.address} does not enable SASL mechanism {sasl.mechanism}; "
-            f"it offers {list(resp.enabled_mechanisms)}: set net.sasl.mechanism to one of them"
-        )
-    raise_for_code(resp.error_code, f"SaslHandshake with {conn.address}")
+    """Run SaslHandshake (unless ``sasl.handshake`` is off) + SaslAuthenticate on ``conn``."""
+    if sasl.handshake:  # off only for proxies that expect SaslAuthenticate straight away
+        resp = await conn.send(SaslHandShakeRequest(sasl.mechanism))
+        if resp.error_code == UnsupportedSaslMechanismError.errno:
+            raise UnsupportedSaslMechanismError(
+                f"broker {conn.address} does not enable SASL mechanism {sasl.mechanism}; it "
+                f"offers {list(resp.enabled_mechanisms)}: set net.sasl.mechanism to one of them"
+            )
+        raise_for_code(resp.error_code, f"SaslHandshake with {conn.address}")
     if sasl.mechanism == "PLAIN":
         await _exchange(conn, f"\0{sasl.user}\0{sasl.password}".encode())
         return
