@@ -204,7 +204,7 @@ class SASLConfig(_Section):
         user: The user name; required when ``enable`` is True.
         password: The password; required when ``enable`` is True.
         handshake: Send a SaslHandshake request first (sarama: ``Handshake``);
-            disable only for proxies that expect raw SASL bytes.
+            when False, SaslAuthenticate requests are sent without one.
     """
 
     enable: bool = False
