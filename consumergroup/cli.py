@@ -898,7 +898,7 @@ class _Demo:
             with _signals(stopper.on_signal):
                 return await self._script(broker.bootstrap, stopper)
         finally:
-            await broker.stop()
+            await broker.close()
             leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             if leftover:
                 names = ", ".join(sorted(t.get_name() for t in leftover))

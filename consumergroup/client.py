@@ -21,9 +21,9 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
+from ._lifecycle import AsyncResource
 from .config import Config
 from .errors import (
     ClosedError,
@@ -92,7 +92,7 @@ def parse_address(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class Client:
+class Client(AsyncResource):
     """Seed brokers, metadata cache, connection registry.
 
     Use as ``async with Client(addrs, config) as client:``. Every method must
@@ -120,18 +120,6 @@ class Client:
         self._metadata_lock = asyncio.Lock()
         self._refresher: asyncio.Task[None] | None = None
         self._closed = False
-
-    async def __aenter__(self) -> Client:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Fetch the cluster's metadata once and start the background refresher."""

@@ -23,8 +23,8 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
+from ._lifecycle import AsyncResource
 from .client import Client
 from .config import Config
 from .errors import ConsumerGroupError, KafkaConnectionError
@@ -71,7 +71,7 @@ def free_port() -> int:
         return port
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(AsyncResource):
     """A Tansu broker on ``127.0.0.1:<free port>``, started and stopped with the context."""
 
     def __init__(
@@ -97,18 +97,6 @@ class EmbeddedBroker:
         """Where the broker's stdout/stderr go."""
         return self._logdir / "tansu.log"
 
-    async def __aenter__(self) -> EmbeddedBroker:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     async def start(self) -> None:
         """Launch the broker and wait until it answers ApiVersions."""
         binary = find_tansu()
@@ -132,7 +120,7 @@ class EmbeddedBroker:
         try:
             await self._wait_ready()
         except BaseException:
-            await self.stop()
+            await self.close()
             raise
 
     async def _wait_ready(self) -> None:
@@ -165,7 +153,7 @@ class EmbeddedBroker:
         except OSError:
             return "(no log)"
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Terminate the broker (SIGTERM, then SIGKILL after 5 s) and remove its files."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:

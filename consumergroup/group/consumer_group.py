@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from types import TracebackType
 
 import anyio
 
+from .._lifecycle import AsyncResource
 from ..client import Client
 from ..config import Config
 from ..consumer.consumer import Consumer
@@ -43,7 +43,7 @@ TopicPartition = tuple[str, int]
 _ERROR_BUFFER = 1024
 
 
-class ConsumerGroup:
+class ConsumerGroup(AsyncResource):
     """A member of a Kafka consumer group.
 
     ``async with ConsumerGroup(addrs, "group", config) as group:
@@ -84,18 +84,6 @@ class ConsumerGroup:
     def session(self) -> ConsumerGroupSession | None:
         """The running session, if any."""
         return self._session
-
-    async def __aenter__(self) -> ConsumerGroup:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Connect to the cluster (``consume``/``run`` call this when needed)."""
