@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ConsumerError,
+    CorruptMessageError,
     KafkaConnectionError,
     KafkaError,
     MessageTooLargeError,
@@ -171,7 +172,9 @@ class BrokerConsumer:
                 for pc in list(self._subs.values()):
                     self._drop(pc, exc)
                 return
-            self._handle(resp)
+            if not self._handle(resp):
+                # A whole-request error: do not hammer the broker with the same request.
+                await asyncio.sleep(self._config.consumer.retry.backoff)
 
     def _request(self, ready: list[PartitionConsumer]) -> FetchRequest:
         by_topic: dict[str, list[tuple[int, int, int]]] = {}
@@ -182,7 +185,8 @@ class BrokerConsumer:
             self._max_wait_ms, fetch.min, fetch.max_bytes, self._isolation, list(by_topic.items())
         )
 
-    def _handle(self, resp: Any) -> None:
+    def _handle(self, resp: Any) -> bool:
+        """Deliver one Fetch response; False if the whole request failed (top-level error)."""
         version = resp.API_VERSION
         # Field positions per Fetch version: log_start_offset from v5, preferred replica v11.
         aborted_at = 5 if version >= 5 else 4
@@ -193,7 +197,7 @@ class BrokerConsumer:
                 self.node_id,
                 error_for_code(resp.error_code).__name__,
             )
-            return
+            return False
         subs = self._subs
         for topic, partitions in resp.topics:
             for p in partitions:
@@ -212,19 +216,33 @@ class BrokerConsumer:
                 if not records:
                     continue
                 fetch_offset = pc._offset
-                chunk = decode_records(
-                    topic,
-                    p[0],
-                    records,
-                    fetch_offset,
-                    read_committed=read_committed,
-                    aborted_transactions=p[aborted_at] if read_committed else None,
-                )
+                try:
+                    chunk = decode_records(
+                        topic,
+                        p[0],
+                        records,
+                        fetch_offset,
+                        read_committed=read_committed,
+                        aborted_transactions=p[aborted_at] if read_committed else None,
+                    )
+                except CorruptMessageError as exc:
+                    # Refetching returns the same bytes: end this partition, not its mates.
+                    pc._fail(
+                        ConsumerError(
+                            f"cannot decode the records at offset {fetch_offset}",
+                            topic=topic,
+                            partition=p[0],
+                            cause=exc,
+                        )
+                    )
+                    self._drop(pc, None)
+                    continue
                 if chunk.next_offset == fetch_offset and chunk.partial:
                     self._grow(pc)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
                 pc._deliver(chunk.messages, chunk.next_offset)
+        return True
 
     def _grow(self, pc: PartitionConsumer) -> None:
         """A batch did not fit in the partition's fetch size: double it, or skip past it."""

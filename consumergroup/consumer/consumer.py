@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 
+from .._lifecycle import AsyncResource
 from ..client import Client
 from ..config import Config
 from ..errors import (
@@ -32,7 +32,7 @@ from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
 log = logging.getLogger(__name__)
 
 
-class Consumer:
+class Consumer(AsyncResource):
     """Consumes individual partitions from explicit offsets (no group).
 
     ``async with Consumer(["127.0.0.1:9092"], config) as consumer:`` then
@@ -66,17 +66,6 @@ class Consumer:
         """The cluster client (shared with a group when the group created this consumer)."""
         return self._client
 
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Connect (when this consumer owns its client)."""
