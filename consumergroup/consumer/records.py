@@ -20,7 +20,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.legacy_records import LegacyRecordBatch
 
 from consumergroup.errors import CorruptMessageError
-from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
+from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage, FetchedMessage
 
 __all__ = ["AbortedTransactions", "DecodedChunk", "decode_records"]
 
@@ -194,19 +194,7 @@ def _decode(
                         source = _from_offset(batch, fetch_offset)
                     else:
                         source = batch
-                    messages += [
-                        ConsumerMessage(
-                            topic,
-                            partition,
-                            r.offset,
-                            r.key,
-                            r.value,
-                            r.headers or _NO_HEADERS,
-                            r.timestamp,
-                            ts_type,
-                        )
-                        for r in source
-                    ]
+                    messages += [FetchedMessage(topic, partition, r, ts_type) for r in source]
             else:
                 legacy = LegacyRecordBatch(view[pos:batch_end], magic)
                 if check_crcs and not legacy.validate_crc():
