@@ -34,7 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -242,6 +242,27 @@ async def _preflight(addrs: list[str], topics: Sequence[str], config: Config) ->
 
 # ---------------------------------------------------------------------------- click
 
+_FC = TypeVar("_FC", bound=Callable[..., Any])
+
+
+def _ranged(
+    name: str,
+    bounds: click.IntRange | click.FloatRange,
+    default: float,
+    help: str,
+    *,
+    seconds: bool = False,
+) -> Callable[[_FC], _FC]:
+    """An option whose ``--help`` shows its range and default; ``seconds``: a duration."""
+    return click.option(
+        name,
+        type=bounds,
+        default=default,
+        show_default=True,
+        metavar="SECONDS" if seconds else None,
+        help=help,
+    )
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="consumergroup", prog_name="consumergroup")
@@ -306,28 +327,20 @@ class _ConsumeOptions:
     metavar="SECONDS",
     help="Stop cleanly after this many seconds (joining included).",
 )
-@click.option(
-    "--width",
-    type=click.IntRange(min=8),
-    default=200,
-    show_default=True,
-    help="Truncate values to this many characters.",
-)
-@click.option(
+@_ranged("--width", click.IntRange(min=8), 200, "Truncate values to this many characters.")
+@_ranged(
     "--session-timeout",
-    type=click.FloatRange(min=1),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Group session timeout (heartbeats every tenth of it, at least every 0.5 s).",
+    click.FloatRange(min=1),
+    10.0,
+    "Group session timeout (heartbeats every tenth of it, at least every 0.5 s).",
+    seconds=True,
 )
-@click.option(
+@_ranged(
     "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Give up dialing a broker after this long.",
+    click.FloatRange(min=0, min_open=True),
+    10.0,
+    "Give up dialing a broker after this long.",
+    seconds=True,
 )
 def consume(
     bootstrap: str,
@@ -525,31 +538,16 @@ async def _consume(opts: _ConsumeOptions) -> int:
 
 
 @main.command()
-@click.option(
+@_ranged(
     "--duration",
-    type=click.FloatRange(min=3),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long to produce (the rebalance and the final drain may add a few seconds).",
+    click.FloatRange(min=3),
+    30.0,
+    "How long to produce (the rebalance and the final drain may add a few seconds).",
+    seconds=True,
 )
-@click.option(
-    "--members", type=click.IntRange(1, 32), default=3, show_default=True, help="Group members."
-)
-@click.option(
-    "--partitions",
-    type=click.IntRange(1, 256),
-    default=6,
-    show_default=True,
-    help="Partitions of the demo topic.",
-)
-@click.option(
-    "--rate",
-    type=click.IntRange(1, 200_000),
-    default=2000,
-    show_default=True,
-    help="Messages produced per second.",
-)
+@_ranged("--members", click.IntRange(1, 32), 3, "Group members.")
+@_ranged("--partitions", click.IntRange(1, 256), 6, "Partitions of the demo topic.")
+@_ranged("--rate", click.IntRange(1, 200_000), 2000, "Messages produced per second.")
 @click.option("--plain", is_flag=True, help="Periodic plain lines even on a terminal.")
 def demo(duration: float, members: int, partitions: int, rate: int, plain: bool) -> None:
     """Live demo: embedded broker, a producer, N members, a rebalance, a summary.

@@ -9,23 +9,19 @@ stops once it has consumed them, so it runs standalone.
 
 Marked offsets are committed every second (auto-commit) and once more when the
 group closes, so a second run with the same group starts where this one ended.
+(The command line, the embedded broker and the stop-on-signal loop are in
+``_support.py``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import signal
 import sys
-from collections.abc import AsyncIterator
+
+from _support import Standalone, run_example, run_until, stop_event
 
 import consumergroup as cg
-from consumergroup.demo_producer import produce
-from consumergroup.testing import EmbeddedBroker
-
-STANDALONE_RECORDS = 12
 
 
 class PrintHandler(cg.ConsumerGroupHandler):
@@ -53,61 +49,29 @@ class PrintHandler(cg.ConsumerGroupHandler):
                 return
 
 
-async def consume(bootstrap: str, topic: str, group_id: str, max_messages: int | None) -> int:
-    """Join ``group_id`` and print ``topic`` until Ctrl-C / SIGTERM or ``max_messages``."""
+async def consume(bootstrap: str, args: argparse.Namespace) -> None:
+    """Join ``args.group`` and print ``args.topic`` until Ctrl-C, SIGTERM or ``--max-messages``."""
     config = cg.Config(client_id="basic-handler-example")
     config.consumer.offsets.initial = cg.OFFSET_OLDEST  # where the group has no commit yet
     config.consumer.group.session_timeout = 6.0  # small: the embedded broker joins faster
     config.consumer.group.heartbeat_interval = 1.0
 
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
-
-    handler = PrintHandler(max_messages, done)
-    async with cg.ConsumerGroup([bootstrap], group_id, config) as group:
-        runner = asyncio.create_task(group.run([topic], handler))  # re-joins after rebalances
-        waiter = asyncio.create_task(done.wait())
-        await asyncio.wait({runner, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        await group.close()  # ends the session, commits what was marked, leaves the group
-        await runner  # raises here if the group failed
+    done = stop_event()  # set by Ctrl-C / SIGTERM, or by the handler
+    handler = PrintHandler(args.max_messages, done)
+    async with cg.ConsumerGroup([bootstrap], args.group, config) as group:
+        # group.run() until done, then group.close(): commits what was marked, leaves.
+        await run_until(group, [args.topic], handler, done)
     print(f"consumed {handler.count} messages", flush=True)
-    return handler.count
-
-
-@contextlib.asynccontextmanager
-async def broker_for(bootstrap: str | None, topic: str) -> AsyncIterator[str]:
-    """The given bootstrap, or an embedded broker with ``topic`` and a few records in it."""
-    if bootstrap:
-        yield bootstrap
-        return
-    async with EmbeddedBroker() as broker:
-        await broker.create_topic(topic, partitions=3)
-        values = [f"record-{i}".encode() for i in range(STANDALONE_RECORDS)]
-        keys = [f"key-{i}".encode() for i in range(STANDALONE_RECORDS)]
-        await produce(broker.bootstrap, topic, values, keys=keys)
-        print(f"embedded broker at {broker.bootstrap}: produced {len(values)} records", flush=True)
-        yield broker.bootstrap
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print a topic with a consumer group.")
-    parser.add_argument("bootstrap", nargs="?", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
-    parser.add_argument("--topic", default="example-topic")
-    parser.add_argument("--group", default="basic-handler-example")
-    parser.add_argument("--max-messages", type=int, default=None)
-    args = parser.parse_args(argv)
-    standalone = not args.bootstrap
-    limit = args.max_messages or (STANDALONE_RECORDS if standalone else None)
-
-    async def run() -> int:
-        async with broker_for(args.bootstrap, args.topic) as bootstrap:
-            return await consume(bootstrap, args.topic, args.group, limit)
-
-    asyncio.run(run())
-    return 0
+    return run_example(
+        argv,
+        description="Print a topic with a consumer group.",
+        group="basic-handler-example",
+        standalone=Standalone(records=12, keyed=True),
+        consume=consume,
+    )
 
 
 if __name__ == "__main__":

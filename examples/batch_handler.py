@@ -9,24 +9,19 @@ and stops once it has consumed them, so it runs standalone.
 
 A batch is a list of messages as one fetch decoded them, in offset order.
 Marking its last message marks the whole batch (sarama semantics: the commit
-is that offset + 1).
+is that offset + 1). (The command line, the embedded broker and the
+stop-on-signal loop are in ``_support.py``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import signal
 import sys
-from collections.abc import AsyncIterator
+
+from _support import Standalone, run_example, run_until, stop_event
 
 import consumergroup as cg
-from consumergroup.demo_producer import produce
-from consumergroup.testing import EmbeddedBroker
-
-STANDALONE_RECORDS = 300
 
 
 class BatchHandler(cg.ConsumerGroupHandler):
@@ -58,62 +53,29 @@ class BatchHandler(cg.ConsumerGroupHandler):
                 return
 
 
-async def consume(bootstrap: str, topic: str, group_id: str, max_messages: int | None) -> int:
-    """Join ``group_id`` and consume ``topic`` batch by batch until stopped."""
+async def consume(bootstrap: str, args: argparse.Namespace) -> None:
+    """Join ``args.group`` and consume ``args.topic`` batch by batch until stopped."""
     config = cg.Config(client_id="batch-handler-example")
     config.consumer.offsets.initial = cg.OFFSET_OLDEST
     config.consumer.group.session_timeout = 6.0  # small: the embedded broker joins faster
     config.consumer.group.heartbeat_interval = 1.0
 
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
-
-    handler = BatchHandler(max_messages, done)
-    async with cg.ConsumerGroup([bootstrap], group_id, config) as group:
-        runner = asyncio.create_task(group.run([topic], handler))
-        waiter = asyncio.create_task(done.wait())
-        await asyncio.wait({runner, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        await group.close()  # final commit of the marked batches, LeaveGroup
-        await runner
+    done = stop_event()  # set by Ctrl-C / SIGTERM, or by the handler
+    handler = BatchHandler(args.max_messages, done)
+    async with cg.ConsumerGroup([bootstrap], args.group, config) as group:
+        await run_until(group, [args.topic], handler, done)  # close(): final commit, LeaveGroup
     print(f"consumed {handler.count} messages", flush=True)
-    return handler.count
-
-
-@contextlib.asynccontextmanager
-async def broker_for(bootstrap: str | None, topic: str) -> AsyncIterator[str]:
-    """The given bootstrap, or an embedded broker with ``topic`` and some records in it."""
-    if bootstrap:
-        yield bootstrap
-        return
-    async with EmbeddedBroker() as broker:
-        await broker.create_topic(topic, partitions=3)
-        values = [f"record-{i}".encode() for i in range(STANDALONE_RECORDS)]
-        # Several produce calls, so each partition holds several record batches.
-        for start in range(0, len(values), 50):
-            await produce(broker.bootstrap, topic, values[start : start + 50])
-        print(f"embedded broker at {broker.bootstrap}: produced {len(values)} records", flush=True)
-        yield broker.bootstrap
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Consume a topic batch by batch.")
-    parser.add_argument("bootstrap", nargs="?", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
-    parser.add_argument("--topic", default="example-topic")
-    parser.add_argument("--group", default="batch-handler-example")
-    parser.add_argument("--max-messages", type=int, default=None)
-    args = parser.parse_args(argv)
-    standalone = not args.bootstrap
-    limit = args.max_messages or (STANDALONE_RECORDS if standalone else None)
-
-    async def run() -> int:
-        async with broker_for(args.bootstrap, args.topic) as bootstrap:
-            return await consume(bootstrap, args.topic, args.group, limit)
-
-    asyncio.run(run())
-    return 0
+    return run_example(
+        argv,
+        description="Consume a topic batch by batch.",
+        group="batch-handler-example",
+        # Several produce calls, so each partition holds several record batches.
+        standalone=Standalone(records=300, per_request=50),
+        consume=consume,
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,118 @@
+"""Plumbing the examples share; none of it is the point of any example.
+
+Each example is a ``ConsumerGroupHandler`` plus the ``Config`` it needs. What they
+all need besides is here: the same command line, an embedded broker with a few
+records when no bootstrap is given (so each runs standalone), and "``run()``
+until stopped, then ``close()``", where stopped means Ctrl-C, SIGTERM or the
+handler reaching ``--max-messages``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import consumergroup as cg
+from consumergroup.demo_producer import produce
+from consumergroup.testing import EmbeddedBroker
+
+
+@dataclass(frozen=True)
+class Standalone:
+    """What an example's embedded broker holds when no bootstrap is given."""
+
+    records: int  # values record-0, record-1, ...; also the default --max-messages
+    keyed: bool = False  # keys key-0, key-1, ... alongside the values
+    per_request: int | None = None  # records per produce call (None: all in one)
+
+
+def stop_event() -> asyncio.Event:
+    """An event that Ctrl-C / SIGTERM set; the handler sets it too, at --max-messages."""
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    return done
+
+
+async def run_until(
+    group: cg.ConsumerGroup,
+    topics: list[str],
+    handler: cg.ConsumerGroupHandler,
+    done: asyncio.Event,
+) -> None:
+    """``group.run(topics, handler)`` until ``done`` is set, then ``group.close()``.
+
+    ``run()`` re-joins after rebalances; ``close()`` ends the session (the
+    handler's ``cleanup`` runs), commits what was marked and leaves the group.
+    Raises what ``run()`` raised if the group failed.
+    """
+    runner = asyncio.create_task(group.run(topics, handler))
+    waiter = asyncio.create_task(done.wait())
+    await asyncio.wait({runner, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    await group.close()
+    await runner
+
+
+@contextlib.asynccontextmanager
+async def broker_for(
+    bootstrap: str | None, topic: str, standalone: Standalone
+) -> AsyncIterator[str]:
+    """The given bootstrap, or an embedded broker with ``topic`` and a few records in it."""
+    if bootstrap:
+        yield bootstrap
+        return
+    async with EmbeddedBroker() as broker:
+        await broker.create_topic(topic, partitions=3)
+        n = standalone.records
+        values = [f"record-{i}".encode() for i in range(n)]
+        keys = [f"key-{i}".encode() for i in range(n)] if standalone.keyed else None
+        step = standalone.per_request or n
+        for start in range(0, n, step):
+            chunk = slice(start, start + step)
+            await produce(
+                broker.bootstrap, topic, values[chunk], keys=keys[chunk] if keys else None
+            )
+        print(f"embedded broker at {broker.bootstrap}: produced {n} records", flush=True)
+        yield broker.bootstrap
+
+
+def run_example(
+    argv: list[str] | None,
+    *,
+    description: str,
+    group: str,
+    standalone: Standalone,
+    consume: Callable[[str, argparse.Namespace], Awaitable[object]],
+    add_arguments: Callable[[argparse.ArgumentParser], object] | None = None,
+) -> int:
+    """Parse the command line, then ``await consume(bootstrap, args)``; return 0.
+
+    ``[BOOTSTRAP] [--topic T] [--group G] [--max-messages N]`` (plus what
+    ``add_arguments`` adds), BOOTSTRAP defaulting to ``$KAFKA_BOOTSTRAP_SERVERS``.
+    Without a bootstrap the example consumes from an embedded broker filled as
+    ``standalone`` says, and ``args.max_messages`` defaults to what it holds.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("bootstrap", nargs="?", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    parser.add_argument("--topic", default="example-topic")
+    parser.add_argument("--group", default=group)
+    if add_arguments is not None:
+        add_arguments(parser)
+    parser.add_argument("--max-messages", type=int, default=None)
+    args = parser.parse_args(argv)
+    if not args.max_messages:
+        args.max_messages = None if args.bootstrap else standalone.records
+
+    async def run() -> None:
+        async with broker_for(args.bootstrap, args.topic, standalone) as bootstrap:
+            await consume(bootstrap, args)
+
+    asyncio.run(run())
+    return 0
