@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from aiokafka.consumer.fetcher import READ_UNCOMMITTED, PartitionRecords
 from aiokafka.record import default_records, legacy_records
+from aiokafka.record import util as record_util
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
@@ -162,6 +163,15 @@ def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "python":
         monkeypatch.setattr(
             records_module, "DefaultRecordBatch", default_records._DefaultRecordBatchPy
+        )
+        # The Python reader binds aiokafka's fastest varint decoder, the Cython one, which
+        # does not bounds-check: on a batch claiming more records than it holds it reads
+        # past the buffer (an intermittent segfault here). aiokafka without extensions
+        # pairs the Python reader with the Python decoder; so does this fixture.
+        monkeypatch.setattr(
+            default_records._DefaultRecordBatchPy._read_msg,
+            "__defaults__",
+            (record_util.decode_varint_py,),
         )
         monkeypatch.setattr(
             records_module, "LegacyRecordBatch", legacy_records._LegacyRecordBatchPy
