@@ -17,6 +17,7 @@ the PartitionConsumer, so nothing is lost or repeated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from ..errors import (
 from ..net.protocol import FetchRequest
 from .partition import _noop as _noop_wake
 from .positions import reset_policy
-from .records import decode_records
+from .records import scan_records
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 _MOVED = frozenset({3, 5, 6, 9, 56, 74, 75, 100})
 _OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _INT32_MAX = 2**31 - 1
+#: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
+_SHORT_POLL_MS = 1
 #: How long a BrokerConsumer with no subscription waits for one before it ends.
 IDLE_TIMEOUT = 5.0
 
@@ -154,10 +157,18 @@ class BrokerConsumer:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            # While some partition waits only for its reader to make room, a long poll on
+            # the others would hold the connection for max_wait_time and keep that
+            # partition from being fetched when room frees: poll without waiting, and
+            # wait here instead (woken by the room, bounded by max_wait_time).
+            short = len(ready) < len(self._subs) and any(
+                pc.blocked_by_buffer() for pc in self._subs.values()
+            )
+            self._wake.clear()
             try:
                 conn = await self._client.connection(self.node_id, "fetch")
                 resp = await conn.send(
-                    self._request(ready),
+                    self._request(ready, _SHORT_POLL_MS if short else self._max_wait_ms),
                     timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
                 )
             except (KafkaConnectionError, RequestTimedOutError, KafkaError) as exc:
@@ -172,21 +183,26 @@ class BrokerConsumer:
                 for pc in list(self._subs.values()):
                     self._drop(pc, exc)
                 return
-            if not self._handle(resp):
+            delivered = self._handle(resp)
+            if delivered is None:
                 # A whole-request error: do not hammer the broker with the same request.
                 await asyncio.sleep(self._config.consumer.retry.backoff)
+            elif short and not delivered and not self._wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._config.consumer.max_wait_time):
+                        await self._wake.wait()
 
-    def _request(self, ready: list[PartitionConsumer]) -> FetchRequest:
+    def _request(self, ready: list[PartitionConsumer], max_wait_ms: int) -> FetchRequest:
         by_topic: dict[str, list[tuple[int, int, int]]] = {}
         for pc in ready:
             by_topic.setdefault(pc.topic, []).append((pc.partition, pc._offset, pc._fetch_size))
         fetch = self._config.consumer.fetch
         return FetchRequest(
-            self._max_wait_ms, fetch.min, fetch.max_bytes, self._isolation, list(by_topic.items())
+            max_wait_ms, fetch.min, fetch.max_bytes, self._isolation, list(by_topic.items())
         )
 
-    def _handle(self, resp: Any) -> bool:
-        """Deliver one Fetch response; False if the whole request failed (top-level error)."""
+    def _handle(self, resp: Any) -> int | None:
+        """Deliver one Fetch response: how many partitions got records (None: request failed)."""
         version = resp.API_VERSION
         # Field positions per Fetch version: log_start_offset from v5, preferred replica v11.
         aborted_at = 5 if version >= 5 else 4
@@ -197,8 +213,9 @@ class BrokerConsumer:
                 self.node_id,
                 error_for_code(resp.error_code).__name__,
             )
-            return False
+            return None
         subs = self._subs
+        delivered = 0
         for topic, partitions in resp.topics:
             for p in partitions:
                 pc = subs.get((topic, p[0]))
@@ -217,7 +234,7 @@ class BrokerConsumer:
                     continue
                 fetch_offset = pc._offset
                 try:
-                    chunk = decode_records(
+                    scanned = scan_records(
                         topic,
                         p[0],
                         records,
@@ -237,12 +254,13 @@ class BrokerConsumer:
                     )
                     self._drop(pc, None)
                     continue
-                if chunk.next_offset == fetch_offset and chunk.partial:
+                if scanned.next_offset == fetch_offset and scanned.partial:
                     self._grow(pc)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
-                pc._deliver(chunk.messages, chunk.next_offset)
-        return True
+                pc._deliver(scanned)
+                delivered += 1
+        return delivered
 
     def _grow(self, pc: PartitionConsumer) -> None:
         """A batch did not fit in the partition's fetch size: double it, or skip past it."""

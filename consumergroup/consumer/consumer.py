@@ -66,7 +66,6 @@ class Consumer(AsyncResource):
         """The cluster client (shared with a group when the group created this consumer)."""
         return self._client
 
-
     async def start(self) -> None:
         """Connect (when this consumer owns its client)."""
         if self._own_client:

@@ -1,16 +1,20 @@
 """PartitionConsumer: one consumed partition's position, buffer and iterators.
 
 The fetch task of the partition's leader (:class:`~.broker.BrokerConsumer`)
-pushes decoded chunks in with :meth:`PartitionConsumer._deliver`; the user pulls
-them out with :meth:`batches` or :meth:`messages`. The buffer is bounded by
+pushes framed record sets (:class:`~.records.RecordSet`) in with
+:meth:`PartitionConsumer._deliver`; the reader decodes them one record batch at
+a time as it pulls with :meth:`batches` or :meth:`messages`, so messages are
+created just before they are handed out and die young (cheap for the cyclic
+GC, and the buffer holds compact bytes, not objects). The buffer is bounded by
 ``config.channel_buffer_size`` messages: while it is full (or the partition is
 paused) the fetch task leaves this partition out of its requests, so a slow
 reader never delays the other partitions on its broker.
 
 Ownership: ``_offset``, ``_fetch_size`` and the watermarks are written only by
 the fetch task that currently leads the partition; ``_chunks``/``_queued`` are
-appended by that task and popped by the reader; ``_current``/``_pos`` (the
-chunk being read) belong to the reader; ``_paused`` and ``_closed`` are set by
+appended by that task and popped by the reader; ``_decoding``/``_left`` (the
+record set being decoded) and ``_current``/``_pos`` (the decoded batch being
+read) belong to the reader; ``_paused`` and ``_closed`` are set by
 the user. All on one event loop, so no locks.
 """
 
@@ -18,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING
+
+from ..errors import ConsumerError, CorruptMessageError
 
 if TYPE_CHECKING:
     from ..message import ConsumerMessage
+    from .records import RecordSet
 
 
 class PartitionConsumer:
@@ -52,9 +59,12 @@ class PartitionConsumer:
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self._buffer_size = buffer_size
-        # Decoded chunks not yet started by the reader, and how many messages they hold.
-        self._chunks: deque[list[ConsumerMessage]] = deque()
+        # Record sets not yet started by the reader, and how many messages they hold.
+        self._chunks: deque[RecordSet] = deque()
         self._queued = 0
+        # The record set the reader is decoding, batch by batch. It no longer counts
+        # against the buffer: the next fetch overlaps with its decoding and handling.
+        self._decoding: Iterator[list[ConsumerMessage]] | None = None
         # The chunk messages() is part-way through, and the index of its next message:
         # kept here, not in the generator, so a new iteration resumes where one left off.
         self._current: list[ConsumerMessage] | None = None
@@ -99,19 +109,23 @@ class PartitionConsumer:
         """True once :meth:`close` ran or a fatal error ended the partition."""
         return self._closed
 
+    def blocked_by_buffer(self) -> bool:
+        """Not fetchable only because the reader has not made room yet."""
+        return not self._paused and not self._closed and self._queued >= self._buffer_size
+
     def fetchable(self) -> bool:
         """Whether the fetch task should include this partition in its next request."""
         return not self._paused and not self._closed and self._queued < self._buffer_size
 
     # ------------------------------------------------------------------ producer side
 
-    def _deliver(self, messages: list[ConsumerMessage], next_offset: int) -> None:
-        """Append a decoded chunk and advance the fetch position (fetch task only)."""
-        self._offset = next_offset
-        if self._closed or not messages:
+    def _deliver(self, records: RecordSet) -> None:
+        """Append a framed record set and advance the fetch position (fetch task only)."""
+        self._offset = records.next_offset
+        if self._closed or not records.batches:
             return
-        self._chunks.append(messages)
-        self._queued += len(messages)
+        self._chunks.append(records)
+        self._queued += records.count
         self._wake_reader()
 
     def _fail(self, error: BaseException) -> None:
@@ -130,14 +144,42 @@ class PartitionConsumer:
 
     # ------------------------------------------------------------------ consumer side
 
-    def _next_chunk(self) -> list[ConsumerMessage]:
-        """Pop the oldest buffered chunk; wake the fetch task if that made room."""
-        chunk = self._chunks.popleft()
+    def _next_chunk(self) -> list[ConsumerMessage] | None:
+        """Decode the next buffered record batch (None when nothing is buffered)."""
+        while True:
+            decoding = self._decoding
+            if decoding is None:
+                if not self._chunks:
+                    return None
+                records = self._chunks.popleft()
+                self._decoding = decoding = records.decode_batches()
+                self._release(records.count)
+            try:
+                chunk = next(decoding, None)
+            except CorruptMessageError as exc:
+                # Refetching returns the same bytes: the partition cannot go on.
+                self._drop_buffer()
+                self._fail(
+                    ConsumerError(
+                        "cannot decode fetched records",
+                        topic=self.topic,
+                        partition=self.partition,
+                        cause=exc,
+                    )
+                )
+                return None
+            if chunk is None:
+                self._decoding = None
+                continue
+            if chunk:
+                return chunk
+
+    def _release(self, count: int) -> None:
+        """``count`` messages left the buffer; wake the fetch task if that made room."""
         was_full = self._queued >= self._buffer_size
-        self._queued -= len(chunk)
+        self._queued -= count
         if was_full and self._queued < self._buffer_size and not self._paused:
             self._wake_fetcher()
-        return chunk
 
     async def _wait(self) -> None:
         self._waiter = asyncio.get_running_loop().create_future()
@@ -159,7 +201,6 @@ class PartitionConsumer:
         once the buffered messages are consumed. Resumes where an earlier
         :meth:`messages` iteration stopped (the rest of its chunk comes first).
         """
-        chunks = self._chunks
         while True:
             current = self._current
             if current is not None:
@@ -168,8 +209,9 @@ class PartitionConsumer:
                 if rest:
                     yield rest
                 continue
-            if chunks:
-                yield self._next_chunk()
+            chunk = self._next_chunk()
+            if chunk is not None:
+                yield chunk
                 continue
             if self._closed:
                 self._end()
@@ -184,7 +226,6 @@ class PartitionConsumer:
         (``break``) loses nothing: the next iteration, by :meth:`messages` or
         :meth:`batches`, starts at the first message not yet yielded.
         """
-        chunks = self._chunks
         while True:
             current = self._current
             if current is not None:
@@ -202,8 +243,9 @@ class PartitionConsumer:
                 if self._stopped:
                     return
                 continue
-            if chunks:
-                self._current = self._next_chunk()
+            chunk = self._next_chunk()
+            if chunk is not None:
+                self._current = chunk
                 self._pos = 0
                 continue
             if self._closed:
@@ -230,6 +272,7 @@ class PartitionConsumer:
     def _drop_buffer(self) -> None:
         self._chunks.clear()
         self._queued = 0
+        self._decoding = None
         self._current = None
         self._pos = 0
 

@@ -22,13 +22,21 @@ from aiokafka.record.legacy_records import LegacyRecordBatch
 from consumergroup.errors import CorruptMessageError
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage, FetchedMessage
 
-__all__ = ["AbortedTransactions", "DecodedChunk", "decode_records"]
+__all__ = [
+    "AbortedTransactions",
+    "DecodedChunk",
+    "RecordSet",
+    "decode_batch",
+    "decode_records",
+    "scan_records",
+]
 
 # Every message format starts with offset (int64) + length (int32); the magic byte sits
 # at the same place (byte 16) in v0, v1 (after the CRC) and v2 (after the leader epoch).
 _LOG_OVERHEAD = 12
 _MAGIC_OFFSET = 16
 _LENGTH = struct.Struct(">i")
+_SIZE_OFFSET = struct.Struct(">q")
 # Smallest valid `length` per magic: v0 record = crc 4 + magic 1 + attributes 1 +
 # key length 4 + value length 4; v1 adds an int64 timestamp; v2 batch header = leader
 # epoch 4 + magic 1 + crc 4 + attributes 2 + last offset delta 4 + 2 timestamps 16 +
@@ -98,7 +106,33 @@ class AbortedTransactions:
         self.producers.discard(producer_id)
 
 
-def decode_records(
+@dataclass(slots=True)
+class RecordSet:
+    """One partition's fetched record set, framed and filtered but not yet decoded.
+
+    The fetch task builds it with :func:`scan_records` (batch headers only: offsets,
+    control and aborted-transaction batches); the reader decodes it one batch at a
+    time with :meth:`decode_batches`, so decoded messages are created just before
+    they are handed out and die young. ``count`` is the number of records the kept
+    batches hold at or after ``start`` (an upper bound on a compacted log).
+    """
+
+    topic: str
+    partition: int
+    start: int
+    batches: list[tuple[Any, int, int]]  # (reader batch, magic, byte position)
+    count: int
+    next_offset: int
+    partial: bool
+    bytes_consumed: int
+
+    def decode_batches(self) -> Iterator[list[ConsumerMessage]]:
+        """Yield each kept batch's messages; raises CorruptMessageError for a bad payload."""
+        for batch, magic, _ in self.batches:
+            yield decode_batch(self.topic, self.partition, batch, magic, self.start)
+
+
+def scan_records(
     topic: str,
     partition: int,
     records: bytes | bytearray | memoryview | None,
@@ -107,59 +141,24 @@ def decode_records(
     read_committed: bool = False,
     aborted_transactions: Sequence[tuple[int, int]] | None = None,
     check_crcs: bool = False,
-) -> DecodedChunk:
-    """Decode a partition's record set (message format v0, v1 or v2, any codec).
+) -> RecordSet:
+    """Frame a partition's record set (message format v0, v1 or v2) without decoding records.
 
-    ``records`` is the Fetch response's record set for ``topic``/``partition``, fetched
-    at ``fetch_offset``. With ``read_committed``, ``aborted_transactions`` is the
-    response's ``(producer_id, first_offset)`` list and records of aborted transactions
-    are dropped; control records are always dropped. ``check_crcs`` verifies each
-    batch's CRC (off by default: costly, and brokers validate on produce).
-
-    Raises :class:`~consumergroup.errors.CorruptMessageError` when the first complete
-    batch is malformed. A malformed batch after good ones ends the chunk instead, so the
-    good records are delivered and the next fetch, which starts at the bad batch, raises.
+    Control batches and (with ``read_committed``) batches of aborted transactions are
+    dropped here; so are batches wholly below ``fetch_offset``. Raises
+    :class:`~consumergroup.errors.CorruptMessageError` when the first complete batch
+    is malformed; a malformed batch after good ones ends the set instead, so the good
+    ones are delivered and the next fetch, which starts at the bad batch, raises.
     """
+    kept: list[tuple[Any, int, int]] = []
+    count = 0
+    next_offset = fetch_offset
+    pos = 0
     if not records:
-        return DecodedChunk([], fetch_offset, False, 0)
-    # Every record yields a GC-tracked ConsumerMessage that outlives the decode, so the
-    # cyclic collector would run a young-generation pass every 700 of them and promote
-    # them, over and over, while nothing created here can form a reference cycle. Holding
-    # it off for the (synchronous) decode cut the cost per record by a third in
-    # bench/decode_micro.py; the deferred pass then visits each new message once.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _decode(
-            topic,
-            partition,
-            records,
-            fetch_offset,
-            read_committed,
-            aborted_transactions,
-            check_crcs,
-        )
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
-def _decode(
-    topic: str,
-    partition: int,
-    records: bytes | bytearray | memoryview,
-    fetch_offset: int,
-    read_committed: bool,
-    aborted_transactions: Sequence[tuple[int, int]] | None,
-    check_crcs: bool,
-) -> DecodedChunk:
-    """:func:`decode_records` for a non-empty record set, with the GC already held off."""
+        return RecordSet(topic, partition, fetch_offset, kept, 0, fetch_offset, False, 0)
     view = memoryview(records)
     end = len(view)
     txns = AbortedTransactions(aborted_transactions) if read_committed else None
-    messages: list[ConsumerMessage] = []
-    next_offset = fetch_offset
-    pos = 0
     while end - pos >= _LOG_OVERHEAD:
         length = _LENGTH.unpack_from(view, pos + 8)[0]
         batch_end = pos + _LOG_OVERHEAD + length
@@ -175,63 +174,124 @@ def _decode(
                 raise CorruptMessageError(
                     f"record batch length {length} is too small for magic {magic}"
                 )
+            batch: Any
             if magic == 2:
                 batch = DefaultRecordBatch(view[pos:batch_end])
                 if check_crcs and not batch.validate_crc():
                     raise CorruptMessageError("record batch CRC mismatch")
                 batch_next: int = batch.next_offset
-                if (
-                    txns is not None
-                    and batch.producer_id >= 0
-                    and _skip_transactional(batch, txns, batch_next - 1)
-                ):
-                    pass  # a batch of an aborted transaction
-                elif batch.is_control_batch or batch_next <= fetch_offset:
-                    pass  # control records never reach users; nothing new in this batch
-                else:
-                    ts_type: int = batch.timestamp_type
-                    if batch.base_offset < fetch_offset:
-                        source = _from_offset(batch, fetch_offset)
-                    else:
-                        source = batch
-                    messages += [FetchedMessage(topic, partition, r, ts_type) for r in source]
+                keep = (
+                    not (
+                        txns is not None
+                        and batch.producer_id >= 0
+                        and _skip_transactional(batch, txns, batch_next - 1)
+                    )
+                    and not batch.is_control_batch
+                )
+                first = batch.base_offset
             else:
-                legacy = LegacyRecordBatch(view[pos:batch_end], magic)
-                if check_crcs and not legacy.validate_crc():
+                batch = LegacyRecordBatch(view[pos:batch_end], magic)
+                if check_crcs and not batch.validate_crc():
                     raise CorruptMessageError("message CRC mismatch")
-                batch_next = legacy.next_offset
-                if batch_next > fetch_offset:
-                    # v0 has no timestamps; v1 carries them per record (the reader
-                    # already applies a compressed wrapper's log-append time).
-                    messages += [
-                        ConsumerMessage(
-                            topic,
-                            partition,
-                            r.offset,
-                            r.key,
-                            r.value,
-                            _NO_HEADERS,
-                            r.timestamp if magic else -1,
-                            r.timestamp_type if magic else NO_TIMESTAMP_TYPE,
-                        )
-                        for r in _from_offset(legacy, fetch_offset)
-                    ]
+                batch_next = batch.next_offset
+                keep = True
+                first = _SIZE_OFFSET.unpack_from(view, pos)[0]
         except Exception as exc:
-            if messages or next_offset != fetch_offset:
-                # Deliver what precedes the bad batch; refetching at it raises then.
-                return DecodedChunk(messages, next_offset, False, pos)
-            where = (
-                f"{topic}[{partition}] at byte {pos} of the record set fetched at {fetch_offset}"
-            )
-            if isinstance(exc, CorruptMessageError):
-                raise CorruptMessageError(f"{where}: {exc.context}") from None
-            # aiokafka's readers raise their own CorruptRecordException, struct.error,
-            # cramjam's DecompressionError, ...: all mean the bytes are bad.
-            raise CorruptMessageError(f"{where}: cannot decode record batch: {exc!r}") from exc
+            if next_offset != fetch_offset:
+                break  # deliver what precedes the bad batch; refetching at it raises then
+            raise _corrupt(topic, partition, pos, fetch_offset, exc) from exc
+        if keep and batch_next > fetch_offset:
+            kept.append((batch, magic, pos))
+            count += batch_next - max(first, fetch_offset)
         if batch_next > next_offset:
             next_offset = batch_next
         pos = batch_end
-    return DecodedChunk(messages, next_offset, pos < end, pos)
+    return RecordSet(topic, partition, fetch_offset, kept, count, next_offset, pos < end, pos)
+
+
+def decode_batch(
+    topic: str, partition: int, batch: Any, magic: int, start: int
+) -> list[ConsumerMessage]:
+    """The messages of one kept batch from :func:`scan_records`, none below ``start``."""
+    # Each message is a GC-tracked object that outlives this call; holding the cyclic
+    # collector off while the list is built keeps it from rescanning the growing list
+    # (nothing built here can form a cycle). See bench/decode_micro.py.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if magic == 2:
+            ts_type: int = batch.timestamp_type
+            source = _from_offset(batch, start) if batch.base_offset < start else batch
+            return [FetchedMessage(topic, partition, r, ts_type) for r in source]
+        # v0 has no timestamps; v1 carries them per record (the reader already applies
+        # a compressed wrapper's log-append time).
+        return [
+            ConsumerMessage(
+                topic,
+                partition,
+                r.offset,
+                r.key,
+                r.value,
+                _NO_HEADERS,
+                r.timestamp if magic else -1,
+                r.timestamp_type if magic else NO_TIMESTAMP_TYPE,
+            )
+            for r in _from_offset(batch, start)
+        ]
+    except CorruptMessageError:
+        raise
+    except Exception as exc:  # aiokafka/cramjam errors: the payload is bad
+        raise CorruptMessageError(
+            f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
+        ) from exc
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _corrupt(
+    topic: str, partition: int, pos: int, fetch_offset: int, exc: Exception
+) -> CorruptMessageError:
+    where = f"{topic}[{partition}] at byte {pos} of the record set fetched at {fetch_offset}"
+    if isinstance(exc, CorruptMessageError):
+        return CorruptMessageError(f"{where}: {exc.context}")
+    # aiokafka's readers raise their own CorruptRecordException, struct.error, ...
+    return CorruptMessageError(f"{where}: cannot decode record batch: {exc!r}")
+
+
+def decode_records(
+    topic: str,
+    partition: int,
+    records: bytes | bytearray | memoryview | None,
+    fetch_offset: int,
+    *,
+    read_committed: bool = False,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
+    check_crcs: bool = False,
+) -> DecodedChunk:
+    """:func:`scan_records` and decode every kept batch at once (same rules and errors).
+
+    A batch whose payload cannot be decoded ends the chunk when messages precede
+    it (``next_offset`` is then that batch's first offset) and raises otherwise.
+    """
+    rs = scan_records(
+        topic,
+        partition,
+        records,
+        fetch_offset,
+        read_committed=read_committed,
+        aborted_transactions=aborted_transactions,
+        check_crcs=check_crcs,
+    )
+    messages: list[ConsumerMessage] = []
+    for batch, magic, pos in rs.batches:
+        try:
+            messages += decode_batch(topic, partition, batch, magic, fetch_offset)
+        except CorruptMessageError:
+            if not messages:
+                raise
+            return DecodedChunk(messages, messages[-1].offset + 1, False, pos)
+    return DecodedChunk(messages, rs.next_offset, rs.partial, rs.bytes_consumed)
 
 
 def _from_offset(records: Iterable[Any], fetch_offset: int) -> Iterator[Any]:

@@ -35,6 +35,11 @@ TOPIC = "t"
 TS = 1_700_000_000_000
 
 
+def buffered_offsets(pc: PartitionConsumer) -> list[int]:
+    """Offsets of the first record set buffered in ``pc``, decoded."""
+    return [m.offset for batch in pc._chunks[0].decode_batches() for m in batch]
+
+
 def batch(base: int, count: int, size: int = 10) -> bytes:
     """One v2 record batch holding offsets ``base .. base+count-1`` (values of ``size`` bytes)."""
     builder = DefaultRecordBatchBuilder(
@@ -112,7 +117,7 @@ async def test_partial_batch_doubles_fetch_size() -> None:
     assert h.pc._fetch_size == 256
     # The whole batch finally fits: delivered, and the size drops back to the default.
     h.handle(whole)
-    assert [m.offset for m in h.pc._chunks[0]] == list(range(5))
+    assert buffered_offsets(h.pc) == list(range(5))
     assert (h.pc.next_offset, h.pc._fetch_size) == (5, 64)
 
 
@@ -151,7 +156,7 @@ async def test_records_below_the_fetch_offset_are_skipped() -> None:
     """A batch starting before the fetch offset yields only the records from it on."""
     h = Harness(cg.Config(), offset=4)
     h.handle(batch(0, 10), hwm=10)
-    assert [m.offset for m in h.pc._chunks[0]] == list(range(4, 10))
+    assert buffered_offsets(h.pc) == list(range(4, 10))
     assert h.pc.next_offset == 10
     assert (h.pc.high_water_mark_offset, h.pc.last_stable_offset) == (10, 10)
 
@@ -243,7 +248,7 @@ async def test_corrupt_records_fail_only_their_partition() -> None:
         async for _ in h.pc.messages():
             pass
     assert isinstance(info.value.cause, CorruptMessageError)
-    assert [m.offset for m in mate._chunks[0]] == [0, 1, 2]
+    assert buffered_offsets(mate) == [0, 1, 2]
     assert (TOPIC, 1) in h.bc._subs
 
 
@@ -253,5 +258,42 @@ async def test_top_level_error_is_reported() -> None:
     resp = FetchResponse_v11(
         throttle_time_ms=0, error_code=UnknownServerError.errno, session_id=0, topics=[]
     )
-    assert h.bc._handle(resp) is False
+    assert h.bc._handle(resp) is None
     assert h.subscribed() and h.pc.queued == 0
+
+
+async def test_undecodable_payload_fails_the_partition_when_read() -> None:
+    """A batch whose header is sound but whose compressed payload is not is framed by the
+    fetch task and fails when the reader decodes it: the records before it are delivered,
+    then the iterator raises ConsumerError."""
+    h = Harness(cg.Config())
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=3,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(3):
+        builder.append(i, timestamp=TS, key=None, value=b"v" * 50, headers=[])
+    bad = bytearray(builder.build())
+    struct.pack_into(">q", bad, 0, 3)
+    bad[61:] = b"\xff" * (len(bad) - 61)  # 61 = v2 batch header: the lz4 frame is garbage
+    records = batch(0, 3) + bytes(bad)
+    resp = FetchResponse_v11(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        topics=[(TOPIC, [(0, 0, 6, 6, 0, [], -1, records)])],
+    )
+    assert h.bc._handle(resp)
+    assert h.pc.next_offset == 6
+    seen: list[int] = []
+    with pytest.raises(ConsumerError) as info:
+        async for msg in h.pc.messages():
+            seen.append(msg.offset)
+    assert seen == [0, 1, 2]
+    assert isinstance(info.value.cause, CorruptMessageError)
+    assert h.pc.closed
