@@ -50,6 +50,9 @@ _OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _INT32_MAX = 2**31 - 1
 #: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
 _SHORT_POLL_MS = 1
+#: Bounds of the number of backlogged partitions named in one Fetch (see _select).
+_MIN_BACKLOG = 16
+_MAX_BACKLOG = 1 << 20
 #: How long a BrokerConsumer with no subscription waits for one before it ends.
 IDLE_TIMEOUT = 5.0
 
@@ -82,6 +85,9 @@ class BrokerConsumer:
         self._max_wait_ms = int(c.max_wait_time * 1000)
         self._isolation = 1 if c.isolation_level == "read_committed" else 0
         self.task: asyncio.Task[None] | None = None
+        # Backlogged partitions per request, and where the rotation starts. run() only.
+        self._backlog_limit = _MAX_BACKLOG
+        self._cursor = 0
 
     def __repr__(self) -> str:
         return f"<BrokerConsumer node={self.node_id} partitions={len(self._subs)}>"
@@ -165,10 +171,11 @@ class BrokerConsumer:
                 pc.blocked_by_buffer() for pc in self._subs.values()
             )
             self._wake.clear()
+            chosen, behind = self._select(ready)
             try:
                 conn = await self._client.connection(self.node_id, "fetch")
                 resp = await conn.send(
-                    self._request(ready, _SHORT_POLL_MS if short else self._max_wait_ms),
+                    self._request(chosen, _SHORT_POLL_MS if short else self._max_wait_ms),
                     timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
                 )
             except (KafkaConnectionError, RequestTimedOutError, KafkaError) as exc:
@@ -184,6 +191,8 @@ class BrokerConsumer:
                     self._drop(pc, exc)
                 return
             delivered = self._handle(resp)
+            if delivered is not None:
+                self._adapt(behind, delivered)
             if delivered is None:
                 # A whole-request error: do not hammer the broker with the same request.
                 await asyncio.sleep(self._config.consumer.retry.backoff)
@@ -191,6 +200,32 @@ class BrokerConsumer:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._config.consumer.max_wait_time):
                         await self._wake.wait()
+
+    def _select(self, ready: list[PartitionConsumer]) -> tuple[list[PartitionConsumer], int]:
+        """The partitions for this round's request, and how many of them have a backlog.
+
+        A broker fills a response in request order and stops at its size budget, so
+        naming every backlogged partition when it will serve a few costs both sides a
+        scan of all of them each round (measured: 1,000 partitions, ~20 served per
+        round). Backlogged partitions are asked for in rotating order, at most
+        ``_backlog_limit`` at a time; caught-up ones are always included (they
+        long-poll for new data).
+        """
+        behind = [pc for pc in ready if pc.high_water_mark_offset != pc._offset]
+        if len(behind) <= self._backlog_limit:
+            return ready, len(behind)
+        caught_up = [pc for pc in ready if pc.high_water_mark_offset == pc._offset]
+        start = self._cursor % len(behind)
+        chosen = (behind[start:] + behind[:start])[: self._backlog_limit]
+        return chosen + caught_up, len(chosen)
+
+    def _adapt(self, asked: int, served: int) -> None:
+        """Size the next round's backlog to what the broker served this round."""
+        self._cursor += served
+        if served >= asked:
+            self._backlog_limit = min(self._backlog_limit * 2, _MAX_BACKLOG)
+        else:
+            self._backlog_limit = max(_MIN_BACKLOG, 2 * served)
 
     def _request(self, ready: list[PartitionConsumer], max_wait_ms: int) -> FetchRequest:
         by_topic: dict[str, list[tuple[int, int, int]]] = {}

@@ -297,3 +297,35 @@ async def test_undecodable_payload_fails_the_partition_when_read() -> None:
     assert seen == [0, 1, 2]
     assert isinstance(info.value.cause, CorruptMessageError)
     assert h.pc.closed
+
+
+def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is_served() -> None:
+    """With many backlogged partitions, a round names only as many as the broker served
+    last time (x2, at least 16), rotating so every partition gets its turn; caught-up
+    partitions are always named (they long-poll)."""
+    h = Harness(cg.Config())
+    pcs = [h.pc]
+    for p in range(1, 100):
+        pc = PartitionConsumer(
+            TOPIC, p, 0, buffer_size=256, fetch_size=1 << 20, on_close=lambda pc: None
+        )
+        h.bc.subscribe(pc)
+        pcs.append(pc)
+    h.bc._take_new()
+    for pc in pcs[:90]:
+        pc.high_water_mark_offset = 50  # backlog: 50 records each
+    for pc in pcs[90:]:
+        pc.high_water_mark_offset = 0  # caught up
+    chosen, asked = h.bc._select(pcs)
+    assert asked == 90 and len(chosen) == 100  # first round: everything
+    h.bc._adapt(asked, served=10)  # the broker filled its response with 10 of them
+    chosen, asked = h.bc._select(pcs)
+    assert asked == 20
+    assert [pc.partition for pc in chosen[:20]] == list(range(10, 30))  # after the served ones
+    assert {pc.partition for pc in chosen[20:]} == set(range(90, 100))
+    h.bc._adapt(asked, served=20)  # all served: ask for more next time
+    chosen, asked = h.bc._select(pcs)
+    assert asked == 40 and chosen[0].partition == 30
+    h.bc._adapt(asked, served=0)
+    _, asked = h.bc._select(pcs)
+    assert asked == 16
