@@ -1,0 +1,233 @@
+"""``python -m bench``: consumergroup vs aiokafka vs confluent-kafka on one broker and data set.
+
+Starts the embedded Tansu broker (or uses ``--bootstrap`` / ``KAFKA_BOOTSTRAP_SERVERS``),
+loads the topic once, runs each peer as its own process, interleaved, and prints a
+markdown table with ratios to aiokafka and the PASS/FAIL targets. Results go to
+``bench/results/<timestamp>.json`` and ``bench/results/latest.md``.
+
+``--quick`` (100k messages, 1 rep, small scaling sweep) smoke-tests the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import harness
+from .harness import PEERS, log
+from .report import markdown, targets
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SECTIONS = ("throughput", "rebalance", "scaling")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _peers(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names:
+        if name not in PEERS:
+            raise argparse.ArgumentTypeError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
+    return names
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--n", type=int, help="messages to load (default 1,000,000; quick 100,000)")
+    p.add_argument("--size", type=int, default=100, help="value bytes (default 100)")
+    p.add_argument("--key-size", type=int, default=8, help="key bytes (default 8)")
+    p.add_argument("--partitions", type=int, default=8, help="partitions (default 8)")
+    p.add_argument(
+        "--compression",
+        default="none",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        help="producer compression of the loaded data (default none)",
+    )
+    p.add_argument("--reps", type=int, help="interleaved repetitions (default 3; quick 1)")
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help="run only this section (repeatable; default: all three)",
+    )
+    p.add_argument("--quick", action="store_true", help="smoke test: 100k messages, 1 rep")
+    p.add_argument("--bootstrap", help="use this cluster instead of the embedded broker")
+    p.add_argument("--peers", type=_peers, default=list(PEERS), help="throughput peers")
+    p.add_argument(
+        "--rebalance-peers",
+        type=_peers,
+        default=["cg_messages", "aiokafka_getmany"],
+        help="rebalance peers (default cg_messages,aiokafka_getmany)",
+    )
+    p.add_argument(
+        "--scaling-peers",
+        type=_peers,
+        default=["cg_batches", "aiokafka_getmany", "confluent"],
+        help="scaling peers (default cg_batches,aiokafka_getmany,confluent)",
+    )
+    p.add_argument("--rate", type=int, default=2000, help="rebalance stream msgs/s (default 2000)")
+    p.add_argument("--members", type=_ints, help="member counts (default 1,2,3,4; quick 1,2)")
+    p.add_argument(
+        "--scaling-partitions",
+        type=_ints,
+        help="partition counts on one member (default 8,100,1000; quick 8,1000)",
+    )
+    p.add_argument(
+        "--scaling-n", type=int, help="messages in the partition-scaling topics (default --n)"
+    )
+    p.add_argument("--scaling-reps", type=int, help="reps of the scaling runs (default 1)")
+    p.add_argument("--session-timeout", type=float, default=6.0, help="group peers (default 6)")
+    p.add_argument("--heartbeat", type=float, default=1.0, help="group peers (default 1)")
+    p.add_argument(
+        "--batch-bytes", type=int, default=1_000_000, help="loader batch size (default 1e6)"
+    )
+    p.add_argument(
+        "--cg-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="experiment: override the consumergroup peers' Config, e.g. "
+        "channel_buffer_size=20000 (repeatable; recorded in the results)",
+    )
+    p.add_argument(
+        "--gc",
+        choices=("default", "freeze", "off"),
+        default="default",
+        help="experiment: the cyclic GC in every peer (freeze = gc.freeze() after start-up)",
+    )
+    p.add_argument("--timeout", type=float, help="per-run timeout in seconds (default scales)")
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.n = args.n or (100_000 if quick else 1_000_000)
+    args.reps = args.reps or (1 if quick else 3)
+    args.members = args.members or ([1, 2] if quick else [1, 2, 3, 4])
+    args.scaling_partitions = args.scaling_partitions or ([8, 1000] if quick else [8, 100, 1000])
+    args.scaling_n = args.scaling_n or args.n
+    args.scaling_reps = args.scaling_reps or 1
+    args.timeout = args.timeout or max(120.0, args.n / 10_000)
+    args.only = args.only or list(SECTIONS)
+    return args
+
+
+def _meta(args: argparse.Namespace, broker: str, stamp: str) -> dict[str, Any]:
+    import aiokafka
+
+    ck: str
+    lrd: str
+    try:
+        import confluent_kafka
+
+        ck, lrd = str(confluent_kafka.__version__), str(confluent_kafka.libversion()[0])
+    except ImportError:
+        ck = lrd = "not installed"
+    return {
+        "timestamp": stamp,
+        "broker": broker,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "aiokafka": aiokafka.__version__,
+        "confluent_kafka": ck,
+        "librdkafka": lrd,
+        "reps": args.reps,
+        "quick": args.quick,
+        "n": args.n,
+        "session_timeout": args.session_timeout,
+        "heartbeat": args.heartbeat,
+        "argv": sys.argv[1:],
+        "cg_set": args.cg_set,
+        "gc": args.gc,
+    }
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the selected sections; returns the results tree."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results: dict[str, Any] = {}
+    async with (
+        harness.broker(args.bootstrap) as (bootstrap, description),
+        harness.procs(bootstrap, args.session_timeout, args.heartbeat) as ps,
+    ):
+        ps.cg_set = ",".join(args.cg_set)
+        ps.gc_mode = args.gc
+        log(f"broker: {description}")
+        results["meta"] = _meta(args, description, stamp)
+        base = None
+        if "throughput" in args.only or "scaling" in args.only:
+            topic = await harness.create_topic(bootstrap, args.partitions, "tp")
+            log(
+                f"loading {args.n:,} x {args.size} B into {args.partitions} partitions "
+                f"({args.compression})"
+            )
+            base = await harness.load(
+                bootstrap,
+                topic,
+                args.partitions,
+                args.n,
+                args.size,
+                args.key_size,
+                args.compression,
+                args.batch_bytes,
+            )
+            log(f"  loaded in {base.seconds:.1f}s ({args.n / base.seconds:,.0f} msgs/s)")
+        if "throughput" in args.only:
+            assert base is not None
+            results["throughput"] = await harness.throughput(
+                ps, args.peers, base, args.reps, args.timeout
+            )
+        if "rebalance" in args.only:
+            results["rebalance"] = await harness.rebalance(
+                ps,
+                bootstrap,
+                args.rebalance_peers,
+                args.reps,
+                args.partitions,
+                args.rate,
+                args.size,
+                warmup=3.0,
+                settle=3.0,
+                timeout=max(60.0, 10 * args.session_timeout),
+            )
+        if "scaling" in args.only:
+            assert base is not None
+            results["scaling"] = await harness.scaling(
+                ps,
+                bootstrap,
+                args.scaling_peers,
+                base,
+                args.members,
+                args.scaling_partitions,
+                args.scaling_n,
+                args.scaling_reps,
+                args.batch_bytes,
+                args.timeout,
+            )
+    results["targets"] = targets(results)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run, write ``bench/results/<timestamp>.json`` and ``latest.md``, print the table."""
+    args = parse_args(argv)
+    results = asyncio.run(amain(args))
+    RESULTS.mkdir(exist_ok=True)
+    stamp = results["meta"]["timestamp"]
+    (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    text = markdown(results)
+    (RESULTS / "latest.md").write_text(text)
+    print(text)
+    log(f"wrote {RESULTS / (stamp + '.json')} and {RESULTS / 'latest.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,758 @@
+"""The benchmark harness: broker, data loading, peer processes and the three scenarios.
+
+Every peer runs as its own process (``python -m bench.peers.<peer>``) in a fresh
+consumer group and reports over stdout JSON lines (see :mod:`bench.peers._common`).
+Runs are interleaved (A B C, A B C, ...) so that a drift of the machine or the broker
+hits every peer alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Peer name -> what the tables call it.
+PEERS = {
+    "cg_batches": "consumergroup batches()",
+    "cg_messages": "consumergroup messages()+mark",
+    "aiokafka_getmany": "aiokafka getmany()",
+    "confluent": "confluent-kafka consume()",
+}
+
+
+def log(msg: str) -> None:
+    """Progress on stderr (the tables go to stdout)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- broker
+
+
+@contextlib.asynccontextmanager
+async def broker(bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
+    """``(bootstrap, description)``: the given cluster, else an embedded Tansu broker."""
+    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").split(",")[0] or None
+    if bootstrap:
+        yield bootstrap, f"external cluster {bootstrap}"
+        return
+    from consumergroup.testing import EmbeddedBroker
+
+    async with EmbeddedBroker() as embedded:
+        yield embedded.bootstrap, "embedded Tansu (memory storage, loopback)"
+
+
+async def create_topic(bootstrap: str, partitions: int, prefix: str) -> str:
+    """A fresh topic with ``partitions`` partitions."""
+    from consumergroup.client import Client
+
+    name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+    async with Client([bootstrap]) as client:
+        await client.create_topic(name, partitions)
+    return name
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Loaded:
+    """A topic filled by :func:`load`."""
+
+    topic: str
+    partitions: int
+    n: int
+    size: int
+    key_size: int
+    compression: str
+    #: Messages per partition (offsets 0..count-1 on a fresh topic).
+    counts: list[int]
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (without the per-partition counts)."""
+        return {
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "n": self.n,
+            "size": self.size,
+            "key_size": self.key_size,
+            "compression": self.compression,
+            "load_seconds": round(self.seconds, 3),
+            "load_msgs_per_s": round(self.n / self.seconds) if self.seconds else None,
+        }
+
+
+async def load(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    n: int,
+    size: int,
+    key_size: int,
+    compression: str,
+    batch_bytes: int,
+) -> Loaded:
+    """Write ``n`` records (random ``size``-byte values, ``key_size``-byte keys) round robin.
+
+    Uses aiokafka's producer with whole batches (``create_batch``/``send_batch``):
+    records are appended straight into ~``batch_bytes`` v2 batches and many batches
+    are in flight at once, so loading costs about a microsecond per record.
+    """
+    from aiokafka import AIOKafkaProducer
+
+    rng = random.Random(42)
+    pool = [rng.randbytes(size) for _ in range(4096)]
+    counts = [n // partitions + (1 if p < n % partitions else 0) for p in range(partitions)]
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id="bench-loader",
+        acks=1,
+        linger_ms=50,
+        max_batch_size=batch_bytes,
+        max_request_size=batch_bytes + 65536,
+        compression_type=None if compression == "none" else compression,
+        request_timeout_ms=120_000,
+    )
+    started = time.monotonic()
+    await producer.start()
+    try:
+        await producer.partitions_for(topic)
+        pending: list[asyncio.Future[Any]] = []
+        ts = int(time.time() * 1000)
+        # Interleave partitions batch by batch so every partition fills at the same pace.
+        next_index = [0] * partitions
+        remaining = sum(counts)
+        while remaining:
+            for p in range(partitions):
+                i = next_index[p]
+                if i >= counts[p]:
+                    continue
+                batch = producer.create_batch()
+                while i < counts[p]:
+                    global_i = i * partitions + p
+                    key = global_i.to_bytes(8, "big")[-key_size:] if key_size else None
+                    if batch.append(timestamp=ts, key=key, value=pool[global_i & 4095]) is None:
+                        break
+                    i += 1
+                remaining -= i - next_index[p]
+                next_index[p] = i
+                batch.close()
+                pending.append(await producer.send_batch(batch, topic, partition=p))
+                if len(pending) >= 64:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return Loaded(
+        topic, partitions, n, size, key_size, compression, counts, time.monotonic() - started
+    )
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@dataclass
+class PeerProc:
+    """One running peer process and everything it reported."""
+
+    peer: str
+    proc: asyncio.subprocess.Process
+    t_spawn: float
+    stderr_path: Path
+    events: list[dict[str, Any]] = field(default_factory=list)
+    #: (partition, t, n, last_offset) of every delivery (stream mode).
+    items: list[tuple[int, float, int, int]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    got_result: asyncio.Event = field(default_factory=asyncio.Event)
+    on_event: Callable[[PeerProc, dict[str, Any]], None] | None = None
+    reader: asyncio.Task[None] | None = None
+
+    def first(self, ev: str) -> dict[str, Any] | None:
+        """The first event named ``ev``."""
+        return next((e for e in self.events if e["ev"] == ev), None)
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        """The end of the peer's stderr, for error messages."""
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no stderr)"
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict) or "ev" not in obj:
+                continue
+            if obj["ev"] == "consumed":
+                self.items.extend((int(i[0]), i[1], int(i[2]), int(i[3])) for i in obj["items"])
+            else:
+                self.events.append(obj)
+            if obj["ev"] == "result":
+                self.result = obj
+                self.got_result.set()
+            if self.on_event is not None:
+                self.on_event(self, obj)
+
+    async def stop(self, timeout: float = 20.0) -> None:
+        """Ask the peer to finish (a line on stdin), then kill it if it does not exit."""
+        proc = self.proc
+        if proc.returncode is None and proc.stdin is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                proc.stdin.write(b"stop\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            log(f"{self.peer} (pid {proc.pid}) did not exit within {timeout}s; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        if self.reader is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self.reader, 5.0)
+
+
+class Procs:
+    """Spawns peers and guarantees every one of them is gone when the block ends."""
+
+    def __init__(self, bootstrap: str, logdir: Path, session_timeout: float, heartbeat: float):
+        self.bootstrap = bootstrap
+        self.logdir = logdir
+        self.session_timeout = session_timeout
+        self.heartbeat = heartbeat
+        self.running: list[PeerProc] = []
+        #: Config overrides for the consumergroup peers (``--cg-set``), experiments only.
+        self.cg_set = ""
+        #: ``BENCH_GC`` for every peer (``--gc``), experiments only.
+        self.gc_mode = "default"
+
+    async def spawn(
+        self,
+        peer: str,
+        topic: str,
+        group: str,
+        mode: str,
+        expect: int = 0,
+        on_event: Callable[[PeerProc, dict[str, Any]], None] | None = None,
+    ) -> PeerProc:
+        """Start ``python -m bench.peers.<peer>``."""
+        stderr_path = self.logdir / f"{peer}-{uuid.uuid4().hex[:6]}.stderr"
+        cmd = [
+            sys.executable,
+            "-m",
+            f"bench.peers.{peer}",
+            "--bootstrap",
+            self.bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--mode",
+            mode,
+            "--expect",
+            str(expect),
+            "--session-timeout",
+            str(self.session_timeout),
+            "--heartbeat",
+            str(self.heartbeat),
+        ]
+        t_spawn = time.monotonic()
+        with stderr_path.open("wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                cwd=ROOT,
+                env={**os.environ, "BENCH_CG_SET": self.cg_set, "BENCH_GC": self.gc_mode},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+                limit=256 * 1024 * 1024,
+            )
+        pp = PeerProc(peer, proc, t_spawn, stderr_path, on_event=on_event)
+        pp.reader = asyncio.create_task(pp._read())
+        self.running.append(pp)
+        return pp
+
+    async def stop_all(self) -> None:
+        """Stop every peer still running."""
+        procs, self.running = self.running, []
+        await asyncio.gather(*(p.stop() for p in procs))
+
+
+@contextlib.asynccontextmanager
+async def procs(bootstrap: str, session_timeout: float, heartbeat: float) -> AsyncIterator[Procs]:
+    """A :class:`Procs` whose peers are all stopped on exit (errors included)."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        p = Procs(bootstrap, Path(tmp), session_timeout, heartbeat)
+        try:
+            yield p
+        finally:
+            await p.stop_all()
+
+
+class PeerFailed(RuntimeError):
+    """A peer exited or timed out without its result."""
+
+
+async def wait_result(pp: PeerProc, timeout: float) -> dict[str, Any]:
+    """The peer's result event; raises :class:`PeerFailed` with its stderr otherwise."""
+    waiter = asyncio.create_task(pp.got_result.wait())
+    exited = asyncio.create_task(pp.proc.wait())
+    done, _ = await asyncio.wait({waiter, exited}, timeout=timeout, return_when="FIRST_COMPLETED")
+    waiter.cancel()
+    exited.cancel()
+    if pp.result is None and exited in done and pp.reader is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(pp.reader), 2.0)
+    if pp.result is None:
+        why = f"exited with {pp.proc.returncode}" if exited in done else f"timed out ({timeout}s)"
+        raise PeerFailed(f"{pp.peer} {why} without a result; stderr:\n{pp.stderr_tail()}")
+    return pp.result
+
+
+# ---------------------------------------------------------------------------- throughput
+
+
+def _throughput_metrics(pp: PeerProc, res: dict[str, Any], loaded: Loaded) -> dict[str, Any]:
+    steady_n = res["count"] - res.get("n_first", 0)
+    steady_s = res["t_last"] - res["t_first"]
+    rate = steady_n / steady_s if steady_s > 0 else float("nan")
+    hello = pp.first("hello")
+    return {
+        "count": res["count"],
+        "msgs_per_s": rate,
+        "mb_per_s": rate * (loaded.size + loaded.key_size) / 1e6,
+        "steady_s": steady_s,
+        "first_msg_s": res["t_first"] - pp.t_spawn,
+        "import_s": (hello["t"] - pp.t_spawn) if hello else None,
+        "total_s": res["t_last"] - pp.t_spawn,
+        "rss_mb": res["maxrss_kb"] / 1024,
+        "cpu_s": res["cpu_user"] + res["cpu_sys"],
+        "cpu_us_per_msg": (res["cpu_user"] + res["cpu_sys"]) / max(res["count"], 1) * 1e6,
+        # CPU of the steady part only (first -> last message), per message.
+        "steady_cpu_us_per_msg": (res["cpu_user"] + res["cpu_sys"] - res["cpu_first"])
+        / max(steady_n, 1)
+        * 1e6
+        if "cpu_first" in res
+        else None,
+        # Share of the steady wall time the peer spent on CPU (1.0 = one core busy).
+        "steady_cpu_share": (res["cpu_user"] + res["cpu_sys"] - res["cpu_first"]) / steady_s
+        if "cpu_first" in res and steady_s > 0
+        else None,
+    }
+
+
+async def run_throughput_once(
+    ps: Procs, peer: str, loaded: Loaded, timeout: float
+) -> dict[str, Any]:
+    """One peer, one fresh group, the whole topic; returns its metrics."""
+    group = f"bench-{peer}-{uuid.uuid4().hex[:8]}"
+    pp = await ps.spawn(peer, loaded.topic, group, "throughput", expect=loaded.n)
+    try:
+        res = await wait_result(pp, timeout)
+    finally:
+        await pp.stop()
+        ps.running.remove(pp)
+    if res["count"] < loaded.n:
+        raise PeerFailed(f"{peer} read {res['count']} of {loaded.n} messages")
+    return _throughput_metrics(pp, res, loaded)
+
+
+async def throughput(
+    ps: Procs, peers: Sequence[str], loaded: Loaded, reps: int, timeout: float, label: str = ""
+) -> dict[str, Any]:
+    """Interleaved reps of every peer over ``loaded``; per peer: every run and the medians."""
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
+    errors: dict[str, str] = {}
+    for rep in range(reps):
+        for peer in peers:
+            if peer in errors:
+                continue
+            log(f"{label or 'throughput'} rep {rep + 1}/{reps}: {peer}")
+            try:
+                m = await run_throughput_once(ps, peer, loaded, timeout)
+            except PeerFailed as exc:
+                log(f"  FAILED: {exc}")
+                errors[peer] = str(exc)
+                continue
+            runs[peer].append(m)
+            log(
+                f"  {m['msgs_per_s']:,.0f} msgs/s, first message after {m['first_msg_s']:.2f}s, "
+                f"RSS {m['rss_mb']:.0f} MB, CPU {m['cpu_s']:.2f}s"
+            )
+    return {
+        "data": loaded.as_dict(),
+        "runs": runs,
+        "median": {p: _medians(r) for p, r in runs.items() if r},
+        "errors": errors,
+    }
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    return {
+        k: statistics.median(r[k] for r in runs if r.get(k) is not None)
+        for k in keys
+        if any(r.get(k) is not None for r in runs)
+    }
+
+
+# ---------------------------------------------------------------------------- rebalance
+
+
+async def steady_producer(
+    bootstrap: str, topic: str, partitions: int, rate: int, size: int, stop: asyncio.Event
+) -> int:
+    """Produce ``rate`` msgs/s round robin over the partitions (10 ms ticks) until ``stop``."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="bench-steady", linger_ms=2)
+    await producer.start()
+    sent = 0
+    value = b"x" * size
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while not stop.is_set():
+            due = int((loop.time() - started) * rate)
+            futures = []
+            while sent < due:
+                futures.append(await producer.send(topic, value, partition=sent % partitions))
+                sent += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.01)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+def _max_gap(times: list[float], lo: float, hi: float) -> float:
+    """Longest interval with no consumption, over gaps that overlap ``[lo, hi]``."""
+    best = 0.0
+    for a, b in itertools.pairwise(times):
+        if b >= lo and a <= hi:
+            best = max(best, b - a)
+    return best
+
+
+def _coverage(items: list[tuple[int, float, int, int]]) -> dict[int, tuple[int, int, int]]:
+    """partition -> (delivered, distinct offsets, lowest offset) from delivery records."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    delivered: dict[int, int] = {}
+    for p, _t, n, last in items:
+        spans.setdefault(p, []).append((last - n + 1, last))
+        delivered[p] = delivered.get(p, 0) + n
+    out = {}
+    for p, ss in spans.items():
+        ss.sort()
+        distinct = 0
+        cur_lo, cur_hi = ss[0]
+        for lo, hi in ss[1:]:
+            if lo > cur_hi + 1:
+                distinct += cur_hi - cur_lo + 1
+                cur_lo, cur_hi = lo, hi
+            else:
+                cur_hi = max(cur_hi, hi)
+        distinct += cur_hi - cur_lo + 1
+        out[p] = (delivered[p], distinct, ss[0][0])
+    return out
+
+
+async def rebalance_once(
+    ps: Procs,
+    bootstrap: str,
+    peer: str,
+    partitions: int,
+    rate: int,
+    size: int,
+    warmup: float,
+    settle: float,
+    timeout: float,
+) -> dict[str, Any]:
+    """Two members consume a steady stream; a third joins. Returns pause metrics."""
+    topic = await create_topic(bootstrap, partitions, "rebal")
+    group = f"bench-rebal-{peer}-{uuid.uuid4().hex[:8]}"
+    stop_producer = asyncio.Event()
+    producer = asyncio.create_task(
+        steady_producer(bootstrap, topic, partitions, rate, size, stop_producer)
+    )
+    members: list[PeerProc] = []
+    loop = asyncio.get_running_loop()
+    try:
+        for _ in range(2):
+            members.append(await ps.spawn(peer, topic, group, "stream"))
+
+        def all_partitions_flowing(since: float) -> bool:
+            seen = {p for m in members for (p, t, _n, _o) in m.items if t >= since}
+            return len(seen) == partitions
+
+        # Warm-up: both members own partitions and every partition is being consumed.
+        deadline = loop.time() + timeout
+        while True:
+            await asyncio.sleep(0.2)
+            for m in members:
+                if m.proc.returncode is not None:
+                    raise PeerFailed(f"{peer} exited early; stderr:\n{m.stderr_tail()}")
+            assigned = [m for m in members if m.first("assigned")]
+            last_assign = max(
+                (e["t"] for m in members for e in m.events if e["ev"] == "assigned"), default=0
+            )
+            if (
+                len(assigned) == 2
+                and last_assign
+                and time.monotonic() - last_assign > 1.0
+                and all_partitions_flowing(last_assign)
+            ):
+                break
+            if loop.time() > deadline:
+                raise PeerFailed(f"{peer}: two members never consumed every partition")
+        await asyncio.sleep(warmup)
+        third = await ps.spawn(peer, topic, group, "stream")
+        members.append(third)
+        deadline = loop.time() + timeout
+        t_join: float | None = None
+        t_all: float | None = None
+        while loop.time() < deadline:
+            await asyncio.sleep(0.1)
+            if third.proc.returncode is not None:
+                raise PeerFailed(f"{peer} exited early; stderr:\n{third.stderr_tail()}")
+            start = third.first("start")
+            if start is None:
+                continue
+            t_join = start["t"]
+            t_all = _all_consuming(members, t_join)
+            if t_all is not None and time.monotonic() - t_all > settle:
+                break
+        if t_join is None or t_all is None:
+            raise PeerFailed(
+                f"{peer}: the third member did not get to consume within {timeout}s; "
+                f"stderr:\n{third.stderr_tail()}"
+            )
+        t_end = time.monotonic()
+    finally:
+        for m in members:
+            await m.stop()
+            with contextlib.suppress(ValueError):
+                ps.running.remove(m)
+        stop_producer.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(producer, 30)
+    # Recompute with every record in (the last flush arrives on stop).
+    t_all = _all_consuming(members, t_join) or t_all
+    by_partition: dict[int, list[float]] = {}
+    for m in members:
+        for p, t, _n, _o in m.items:
+            by_partition.setdefault(p, []).append(t)
+    for ts in by_partition.values():
+        ts.sort()
+    pauses = {p: _max_gap(ts, t_join, t_end) for p, ts in by_partition.items()}
+    baseline = {p: _max_gap(ts, t_join - warmup, t_join - 0.05) for p, ts in by_partition.items()}
+    items = [i for m in members for i in m.items]
+    cov = _coverage(items)
+    delivered = sum(c[0] for c in cov.values())
+    distinct = sum(c[1] for c in cov.values())
+    generations = max(sum(1 for e in m.events if e["ev"] == "assigned") for m in members)
+    return {
+        "max_pause_s": max(pauses.values()),
+        "median_partition_pause_s": statistics.median(pauses.values()),
+        "join_to_all_consuming_s": t_all - t_join,
+        "spawn_to_join_s": t_join - third.t_spawn,
+        "baseline_max_gap_s": max(baseline.values()) if baseline else None,
+        "redelivered": delivered - distinct,
+        "partitions_seen": len(by_partition),
+        "assignments_per_member_max": generations,
+    }
+
+
+def _all_consuming(members: list[PeerProc], t_join: float) -> float | None:
+    """When every member consumes under its post-join assignment (None: not yet)."""
+    latest = 0.0
+    for m in members:
+        assigned = [e for e in m.events if e["ev"] == "assigned" and e["t"] >= t_join - 0.5]
+        if not assigned:
+            return None
+        last = assigned[-1]
+        mine = set(last.get("parts", []))
+        since = max(last["t"], t_join)
+        t = next((t for p, t, _n, _o in m.items if t >= since and (not mine or p in mine)), None)
+        if t is None:
+            return None
+        latest = max(latest, t)
+    return latest
+
+
+async def rebalance(
+    ps: Procs,
+    bootstrap: str,
+    peers: Sequence[str],
+    reps: int,
+    partitions: int,
+    rate: int,
+    size: int,
+    warmup: float,
+    settle: float,
+    timeout: float,
+) -> dict[str, Any]:
+    """Interleaved rebalance runs; per peer: every run and the medians."""
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
+    errors: dict[str, str] = {}
+    for rep in range(reps):
+        for peer in peers:
+            if peer in errors:
+                continue
+            log(f"rebalance rep {rep + 1}/{reps}: {peer}")
+            try:
+                m = await rebalance_once(
+                    ps, bootstrap, peer, partitions, rate, size, warmup, settle, timeout
+                )
+            except PeerFailed as exc:
+                log(f"  FAILED: {exc}")
+                errors[peer] = str(exc)
+                continue
+            runs[peer].append(m)
+            log(
+                f"  longest partition pause {m['max_pause_s']:.2f}s, join -> all consuming "
+                f"{m['join_to_all_consuming_s']:.2f}s, redelivered {m['redelivered']}"
+            )
+    return {
+        "setup": {"partitions": partitions, "rate": rate, "size": size, "members": "2 -> 3"},
+        "runs": runs,
+        "median": {p: _medians(r) for p, r in runs.items() if r},
+        "errors": errors,
+    }
+
+
+# ---------------------------------------------------------------------------- scaling
+
+
+async def members_once(
+    ps: Procs, peer: str, loaded: Loaded, members: int, timeout: float
+) -> dict[str, Any]:
+    """``members`` processes in one fresh group read the whole topic together."""
+    group = f"bench-scale-{peer}-{uuid.uuid4().hex[:8]}"
+    ends = {p: c - 1 for p, c in enumerate(loaded.counts) if c}
+    done_at: dict[int, float] = {}
+    all_done = asyncio.Event()
+
+    def on_event(pp: PeerProc, obj: dict[str, Any]) -> None:
+        if obj["ev"] != "consumed":
+            return
+        for p, t, _n, last in obj["items"]:
+            if p not in done_at and last >= ends.get(p, 1 << 62):
+                done_at[p] = t
+        if len(done_at) == len(ends):
+            all_done.set()
+
+    procs_ = [
+        await ps.spawn(peer, loaded.topic, group, "stream", on_event=on_event)
+        for _ in range(members)
+    ]
+    try:
+        waiter = asyncio.create_task(all_done.wait())
+        exits = [asyncio.create_task(p.proc.wait()) for p in procs_]
+        await asyncio.wait({waiter, *exits}, timeout=timeout, return_when="FIRST_COMPLETED")
+        for t in (waiter, *exits):
+            t.cancel()
+        if not all_done.is_set():
+            dead = [p for p in procs_ if p.proc.returncode is not None]
+            why = f"a member exited; stderr:\n{dead[0].stderr_tail()}" if dead else "timed out"
+            raise PeerFailed(f"{peer} x{members}: {why} ({len(done_at)}/{len(ends)} done)")
+    finally:
+        for p in procs_:
+            await p.stop()
+            with contextlib.suppress(ValueError):
+                ps.running.remove(p)
+    results = [p.result for p in procs_ if p.result is not None]
+    items = [i for p in procs_ for i in p.items]
+    t_first = min(t for _p, t, _n, _o in items)
+    t_last = max(done_at.values())
+    cov = _coverage(items)
+    delivered = sum(c[0] for c in cov.values())
+    generations = max(sum(1 for e in p.events if e["ev"] == "assigned") for p in procs_)
+    return {
+        "members": members,
+        "msgs_per_s": loaded.n / (t_last - t_first),
+        "first_msg_s": t_first - min(p.t_spawn for p in procs_),
+        "rss_mb_total": sum(r["maxrss_kb"] for r in results) / 1024,
+        "cpu_s_total": sum(r["cpu_user"] + r["cpu_sys"] for r in results),
+        "redelivered": delivered - loaded.n,
+        "assignments_per_member_max": generations,
+    }
+
+
+async def scaling(
+    ps: Procs,
+    bootstrap: str,
+    peers: Sequence[str],
+    base: Loaded,
+    member_counts: Sequence[int],
+    partition_counts: Sequence[int],
+    scaling_n: int,
+    reps: int,
+    batch_bytes: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """1 -> K members on ``base``; then 8 -> 1000 partitions on one member."""
+    out: dict[str, Any] = {"members": {}, "partitions": {}, "loads": {}, "errors": {}}
+    for k in member_counts:
+        runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
+        for rep in range(reps):
+            for peer in peers:
+                log(f"scaling members={k} rep {rep + 1}/{reps}: {peer}")
+                try:
+                    m = await members_once(ps, peer, base, k, timeout)
+                except PeerFailed as exc:
+                    log(f"  FAILED: {exc}")
+                    out["errors"][f"{peer} members={k}"] = str(exc)
+                    continue
+                runs[peer].append(m)
+                log(
+                    f"  {m['msgs_per_s']:,.0f} msgs/s, RSS total {m['rss_mb_total']:.0f} MB, "
+                    f"redelivered {m['redelivered']}"
+                )
+        out["members"][k] = {p: _medians(r) for p, r in runs.items() if r}
+    for parts in partition_counts:
+        if parts == base.partitions and scaling_n == base.n:
+            loaded = base
+        else:
+            topic = await create_topic(bootstrap, parts, f"p{parts}")
+            log(f"loading {scaling_n:,} messages into {parts} partitions")
+            loaded = await load(
+                bootstrap,
+                topic,
+                parts,
+                scaling_n,
+                base.size,
+                base.key_size,
+                base.compression,
+                batch_bytes,
+            )
+            out["loads"][parts] = loaded.as_dict()
+            log(f"  loaded in {loaded.seconds:.1f}s")
+        label = f"scaling partitions={parts}"
+        res = await throughput(ps, peers, loaded, reps, timeout, label=label)
+        out["partitions"][parts] = res["median"]
+        for peer, err in res["errors"].items():
+            out["errors"][f"{peer} partitions={parts}"] = err
+    return out

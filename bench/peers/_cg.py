@@ -1,0 +1,196 @@
+"""The consumergroup peers (``cg_batches``, ``cg_messages``): one member of a fresh group.
+
+Default :class:`consumergroup.Config` except what every peer sets alike: read from
+the oldest offset, the group timeouts from the command line, auto-commit on (1 s).
+
+Per-message work, the minimum a correct user does with each API:
+
+* ``batches``: none; the last message of each batch is marked (one mark per batch).
+* ``messages``: ``session.mark_message(msg)`` for every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, Literal
+
+import consumergroup as cg
+
+from ._common import Recorder, cpu_now, emit, parse_args, usage, watch_stdin
+
+Api = Literal["batches", "messages"]
+
+
+class _State:
+    __slots__ = (
+        "count",
+        "cpu_first",
+        "done",
+        "expect",
+        "n_first",
+        "t_first",
+        "t_last",
+        "usage_at_last",
+    )
+
+    def __init__(self, expect: int) -> None:
+        self.expect = expect
+        self.count = 0
+        self.n_first = 0
+        self.cpu_first = 0.0
+        self.t_first = 0.0
+        self.t_last = 0.0
+        self.usage_at_last: dict[str, float] = {}
+        self.done = asyncio.Event()
+
+    def tick(self) -> None:
+        """Called on the first message and once ``expect`` is reached."""
+        now = time.monotonic()
+        if not self.t_first:
+            self.t_first = now
+            self.n_first = self.count
+            self.cpu_first = cpu_now()
+        if self.count >= self.expect and not self.done.is_set():
+            self.t_last = now
+            self.usage_at_last = usage()
+            self.done.set()
+
+
+class ThroughputHandler(cg.ConsumerGroupHandler):
+    """Counts messages until ``expect``; the loop bodies are what a minimal app runs."""
+
+    def __init__(self, api: Api, state: _State) -> None:
+        self.api = api
+        self.state = state
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        """Read the claim until the session ends."""
+        state = self.state
+        expect = state.expect
+        if self.api == "batches":
+            async for batch in claim.batches():
+                session.mark_message(batch[-1])
+                n = state.count = state.count + len(batch)
+                if n >= expect or not state.t_first:
+                    state.tick()
+        else:
+            mark = session.mark_message
+            async for msg in claim.messages():
+                mark(msg)
+                n = state.count = state.count + 1
+                if n >= expect or n == 1:
+                    state.tick()
+
+
+class StreamHandler(cg.ConsumerGroupHandler):
+    """Records when each partition's messages reach user code (rebalance / scaling runs)."""
+
+    def __init__(self, api: Api, rec: Recorder) -> None:
+        self.api = api
+        self.rec = rec
+
+    async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        """Report the new assignment."""
+        parts = sorted(p for ps in session.claims.values() for p in ps)
+        self.rec.event("assigned", parts=parts, generation=session.generation_id)
+
+    async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
+        """Report the end of the session."""
+        self.rec.event("revoked", generation=session.generation_id)
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        """Read the claim until the session ends, recording each delivery."""
+        add = self.rec.add
+        p = claim.partition
+        if self.api == "batches":
+            async for batch in claim.batches():
+                session.mark_message(batch[-1])
+                add(p, len(batch), batch[-1].offset)
+        else:
+            async for msg in claim.messages():
+                session.mark_message(msg)
+                add(p, 1, msg.offset)
+
+
+#: ``KEY=VALUE,...`` overrides of the peers' Config (``python -m bench --cg-set``), e.g.
+#: ``channel_buffer_size=20000,consumer.fetch.default=4194304``: for experiments only.
+OVERRIDES_ENV = "BENCH_CG_SET"
+
+
+def apply_overrides(config: cg.Config, spec: str) -> None:
+    """Set dotted Config attributes from ``KEY=VALUE,...`` (value typed like the default)."""
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        path, _, raw = item.partition("=")
+        *parents, leaf = path.strip().split(".")
+        obj: Any = config
+        for name in parents:
+            obj = getattr(obj, name)
+        current = getattr(obj, leaf)
+        value: Any = raw == "true" if isinstance(current, bool) else type(current)(raw)
+        setattr(obj, leaf, value)
+    config.validate()
+
+
+async def _flusher(rec: Recorder) -> None:
+    while True:
+        await asyncio.sleep(0.1)
+        rec.flush()
+
+
+async def amain(api: Api) -> None:
+    """Run one peer process to its end."""
+    args = parse_args(f"consumergroup peer using claim.{api}()")
+    emit({"ev": "hello", "t": time.monotonic()})
+    config = cg.Config(client_id=f"bench-cg-{api}")
+    config.consumer.offsets.initial = cg.OFFSET_OLDEST
+    config.consumer.group.session_timeout = args.session_timeout
+    config.consumer.group.heartbeat_interval = args.heartbeat
+    config.consumer.group.rebalance.timeout = args.rebalance_timeout
+    apply_overrides(config, os.environ.get(OVERRIDES_ENV, ""))
+    loop = asyncio.get_running_loop()
+    stream = args.mode == "stream"
+    rec = Recorder(stream=True)
+    state = _State(args.expect)
+    handler: cg.ConsumerGroupHandler = (
+        StreamHandler(api, rec) if stream else ThroughputHandler(api, state)
+    )
+    stop = asyncio.Event()
+    watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
+    async with cg.ConsumerGroup([args.bootstrap], args.group, config) as group:
+        emit({"ev": "start", "t": time.monotonic()})
+        runner = asyncio.create_task(group.run([args.topic], handler))
+        flusher = asyncio.create_task(_flusher(rec)) if stream else None
+        ending = asyncio.create_task((stop if stream else state.done).wait())
+        await asyncio.wait({runner, ending}, return_when=asyncio.FIRST_COMPLETED)
+        if flusher is not None:
+            flusher.cancel()
+        if runner.done():  # run() ended by itself: an error
+            ending.cancel()
+            await runner
+        if stream:
+            rec.result()
+        else:
+            emit(
+                {
+                    "ev": "result",
+                    "count": state.count,
+                    "n_first": state.n_first,
+                    "cpu_first": state.cpu_first,
+                    "t_first": state.t_first,
+                    "t_last": state.t_last,
+                    **state.usage_at_last,
+                }
+            )
+        await group.close()
+        await runner
+
+
+def main(api: Api) -> None:
+    """Entry point of the two consumergroup peer scripts."""
+    asyncio.run(amain(api))

@@ -1,0 +1,187 @@
+"""Markdown tables, ratios to aiokafka and the PASS/FAIL targets of a benchmark run."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .harness import PEERS
+
+BASE = "aiokafka_getmany"
+
+
+def _f(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, fmt)
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if a is None or b is None or not b:
+        return None
+    return float(a) / float(b)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured ratio and PASS/FAIL (or n/a)."""
+    out: list[dict[str, Any]] = []
+    med = results.get("throughput", {}).get("median", {})
+
+    def rate(peer: str) -> float | None:
+        value = med.get(peer, {}).get("msgs_per_s")
+        return None if value is None else float(value)
+
+    def rss(peer: str) -> float | None:
+        value = med.get(peer, {}).get("rss_mb")
+        return None if value is None else float(value)
+
+    def add(name: str, value: float | None, need: float, higher: bool = True) -> None:
+        ok = None if value is None else (value >= need if higher else value <= need)
+        verdict = "n/a" if ok is None else ("PASS" if ok else "FAIL")
+        op = ">=" if higher else "<="
+        out.append({"target": name, "measured": value, "need": f"{op} {need}", "verdict": verdict})
+
+    add("batches() msgs/s vs aiokafka getmany()", _ratio(rate("cg_batches"), rate(BASE)), 2.5)
+    add("messages()+mark msgs/s vs aiokafka", _ratio(rate("cg_messages"), rate(BASE)), 1.5)
+    cg_rss = [v for v in (rss("cg_batches"), rss("cg_messages")) if v is not None]
+    add(
+        "peak RSS (worse consumergroup peer) vs aiokafka",
+        _ratio(max(cg_rss), rss(BASE)) if cg_rss else None,
+        1.5,
+        higher=False,
+    )
+    add("batches() msgs/s vs confluent-kafka", _ratio(rate("cg_batches"), rate("confluent")), 1.0)
+    parts = results.get("scaling", {}).get("partitions", {})
+    if parts:
+        keys = sorted(parts, key=int)
+        lo, hi = keys[0], keys[-1]
+        r_lo = parts[lo].get("cg_batches", {}).get("msgs_per_s")
+        r_hi = parts[hi].get("cg_batches", {}).get("msgs_per_s")
+        add(f"batches() {hi} partitions vs {lo} partitions msgs/s", _ratio(r_hi, r_lo), 0.7)
+    else:
+        add("batches() 1000 partitions vs 8 partitions msgs/s", None, 0.7)
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The whole report as markdown."""
+    meta = results["meta"]
+    lines = [
+        f"# Benchmark {meta['timestamp']}",
+        "",
+        f"Broker: {meta['broker']}. Machine: {meta['cpus']} CPUs, Python {meta['python']}, "
+        f"aiokafka {meta['aiokafka']}, confluent-kafka {meta['confluent_kafka']} "
+        f"(librdkafka {meta['librdkafka']}). Reps: {meta['reps']} (medians shown). "
+        f"Session timeout {meta['session_timeout']} s.",
+        "",
+    ]
+    tp = results.get("throughput")
+    if tp:
+        d = tp["data"]
+        lines += [
+            f"## Throughput: {d['n']:,} x {d['size']} B values ({d['key_size']} B keys), "
+            f"{d['partitions']} partitions, compression {d['compression']}",
+            "",
+            f"Loaded in {d['load_seconds']:.1f} s ({_f(d['load_msgs_per_s'], ',.0f')} msgs/s) "
+            "with aiokafka's producer, whole batches.",
+            "",
+            "| peer | msgs/s | MB/s | vs aiokafka | start -> first msg (s) | peak RSS (MB) "
+            "| RSS vs aiokafka | CPU total (s) | steady CPU us/msg | steady CPU share |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        med = tp["median"]
+        base = med.get(BASE, {})
+        for peer, m in med.items():
+            lines.append(
+                f"| {PEERS[peer]} | {_f(m['msgs_per_s'], ',.0f')} | {_f(m['mb_per_s'], '.1f')} "
+                f"| {_f(_ratio(m['msgs_per_s'], base.get('msgs_per_s')), '.2f')}x "
+                f"| {_f(m['first_msg_s'], '.2f')} | {_f(m['rss_mb'], '.0f')} "
+                f"| {_f(_ratio(m['rss_mb'], base.get('rss_mb')), '.2f')}x "
+                f"| {_f(m['cpu_s'], '.2f')} | {_f(m.get('steady_cpu_us_per_msg'), '.2f')} "
+                f"| {_f(m.get('steady_cpu_share'), '.2f')} |"
+            )
+        for peer, err in tp["errors"].items():
+            lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} ||||||||| |")
+        lines.append("")
+    rb = results.get("rebalance")
+    if rb:
+        s = rb["setup"]
+        lines += [
+            f"## Rebalance pause: 2 members consume {s['rate']:,} msgs/s over "
+            f"{s['partitions']} partitions; a third joins",
+            "",
+            "| peer | longest partition pause (s) | median partition pause (s) "
+            "| join -> all 3 consuming (s) | spawn -> join (s) | gap before join (s) "
+            "| redelivered msgs |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for peer, m in rb["median"].items():
+            lines.append(
+                f"| {PEERS[peer]} | {_f(m.get('max_pause_s'), '.2f')} "
+                f"| {_f(m.get('median_partition_pause_s'), '.2f')} "
+                f"| {_f(m.get('join_to_all_consuming_s'), '.2f')} "
+                f"| {_f(m.get('spawn_to_join_s'), '.2f')} "
+                f"| {_f(m.get('baseline_max_gap_s'), '.2f')} | {_f(m.get('redelivered'), '.0f')} |"
+            )
+        for peer, err in rb["errors"].items():
+            lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||| |")
+        lines.append("")
+    sc = results.get("scaling")
+    if sc:
+        mem = sc["members"]
+        if mem:
+            peers = sorted({p for row in mem.values() for p in row}, key=list(PEERS).index)
+            lines += [
+                "## Scaling: members in one group (whole topic, msgs/s; RSS/CPU summed)",
+                "",
+                "| members | " + " | ".join(PEERS[p] for p in peers) + " |",
+                "|---:|" + "---:|" * len(peers),
+            ]
+            for k, row in mem.items():
+                cells = []
+                for p in peers:
+                    m = row.get(p)
+                    cells.append(
+                        "-"
+                        if m is None
+                        else f"{m['msgs_per_s']:,.0f} ({m['rss_mb_total']:.0f} MB, "
+                        f"{m['cpu_s_total']:.1f} s CPU)"
+                    )
+                lines.append(f"| {k} | " + " | ".join(cells) + " |")
+            lines.append("")
+        parts = sc["partitions"]
+        if parts:
+            peers = sorted({p for row in parts.values() for p in row}, key=list(PEERS).index)
+            lines += [
+                "## Scaling: partitions on one member (msgs/s, peak RSS)",
+                "",
+                "| partitions | " + " | ".join(PEERS[p] for p in peers) + " |",
+                "|---:|" + "---:|" * len(peers),
+            ]
+            for k, row in parts.items():
+                cells = []
+                for p in peers:
+                    m = row.get(p)
+                    cells.append(
+                        "-" if m is None else f"{m['msgs_per_s']:,.0f} ({m['rss_mb']:.0f} MB)"
+                    )
+                lines.append(f"| {k} | " + " | ".join(cells) + " |")
+            lines.append("")
+        for what, err in sc["errors"].items():
+            lines.append(f"- scaling {what} FAILED: {err.splitlines()[0]}")
+        if sc["errors"]:
+            lines.append("")
+    lines += ["## Targets", ""]
+    if meta.get("quick"):
+        lines += [
+            "*--quick run: windows of well under a second, so these verdicts are noise; "
+            "only a full run (1,000,000 messages, 3 reps) counts.*",
+            "",
+        ]
+    lines += ["| target | measured | need | verdict |", "|---|---:|---:|---|"]
+    for t in results["targets"]:
+        lines.append(
+            f"| {t['target']} | {_f(t['measured'], '.2f')} | {t['need']} | {t['verdict']} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
