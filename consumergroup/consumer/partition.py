@@ -152,7 +152,7 @@ class PartitionConsumer:
                 if not self._chunks:
                     return None
                 records = self._chunks.popleft()
-                self._decoding = decoding = records.decode_batches()
+                self._decoding = decoding = records.decode_batches(self._buffer_size)
                 self._release(records.count)
             try:
                 chunk = next(decoding, None)

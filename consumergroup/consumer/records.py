@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import gc
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import dropwhile
+from itertools import chain, dropwhile, islice
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -126,10 +126,11 @@ class RecordSet:
     partial: bool
     bytes_consumed: int
 
-    def decode_batches(self) -> Iterator[list[ConsumerMessage]]:
-        """Yield each kept batch's messages; raises CorruptMessageError for a bad payload."""
+    def decode_batches(self, limit: int = 0) -> Iterator[list[ConsumerMessage]]:
+        """Yield the kept batches' messages, at most ``limit`` per list (0: a list per
+        batch); raises CorruptMessageError for a payload that cannot be decoded."""
         for batch, magic, _ in self.batches:
-            yield decode_batch(self.topic, self.partition, batch, magic, self.start)
+            yield from decode_batch(self.topic, self.partition, batch, magic, self.start, limit)
 
 
 def scan_records(
@@ -210,43 +211,65 @@ def scan_records(
 
 
 def decode_batch(
-    topic: str, partition: int, batch: Any, magic: int, start: int
-) -> list[ConsumerMessage]:
-    """The messages of one kept batch from :func:`scan_records`, none below ``start``."""
-    # Each message is a GC-tracked object that outlives this call; holding the cyclic
-    # collector off while the list is built keeps it from rescanning the growing list
-    # (nothing built here can form a cycle). See bench/decode_micro.py.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        if magic == 2:
-            ts_type: int = batch.timestamp_type
-            source = _from_offset(batch, start) if batch.base_offset < start else batch
-            return [FetchedMessage(topic, partition, r, ts_type) for r in source]
-        # v0 has no timestamps; v1 carries them per record (the reader already applies
-        # a compressed wrapper's log-append time).
-        return [
-            ConsumerMessage(
-                topic,
-                partition,
-                r.offset,
-                r.key,
-                r.value,
-                _NO_HEADERS,
-                r.timestamp if magic else -1,
-                r.timestamp_type if magic else NO_TIMESTAMP_TYPE,
-            )
-            for r in _from_offset(batch, start)
-        ]
-    except CorruptMessageError:
-        raise
-    except Exception as exc:  # aiokafka/cramjam errors: the payload is bad
-        raise CorruptMessageError(
-            f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
-        ) from exc
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    topic: str, partition: int, batch: Any, magic: int, start: int, limit: int = 0
+) -> Iterator[list[ConsumerMessage]]:
+    """The messages of one kept batch from :func:`scan_records`, none below ``start``,
+    in lists of at most ``limit`` messages (0: one list for the whole batch)."""
+    build: Callable[[Iterable[Any]], list[ConsumerMessage]]
+    if magic == 2:
+        ts_type: int = batch.timestamp_type
+        # aiokafka's C batch may be iterated (iter()) only once; chain() calls iter()
+        # once and can then be sliced again and again.
+        source: Iterator[Any] = (
+            _from_offset(batch, start) if batch.base_offset < start else chain(batch)
+        )
+
+        def build(records: Iterable[Any]) -> list[ConsumerMessage]:
+            return [FetchedMessage(topic, partition, r, ts_type) for r in records]
+
+    else:
+        source = _from_offset(batch, start)
+
+        def build(records: Iterable[Any]) -> list[ConsumerMessage]:
+            # v0 has no timestamps; v1 carries them per record (the reader already
+            # applies a compressed wrapper's log-append time).
+            return [
+                ConsumerMessage(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.key,
+                    r.value,
+                    _NO_HEADERS,
+                    r.timestamp if magic else -1,
+                    r.timestamp_type if magic else NO_TIMESTAMP_TYPE,
+                )
+                for r in records
+            ]
+
+    while True:
+        # Each message is a GC-tracked object that outlives this step; holding the
+        # cyclic collector off while a list is built keeps it from rescanning the
+        # growing list (nothing built here can form a cycle). See bench/decode_micro.py.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            chunk = build(islice(source, limit) if limit else source)
+        except CorruptMessageError:
+            raise
+        except Exception as exc:  # aiokafka/cramjam errors: the payload is bad
+            raise CorruptMessageError(
+                f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
+            ) from exc
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if chunk:
+            yield chunk
+        # A short slice means the batch is exhausted; aiokafka's C batch must not be
+        # advanced past its end (it reads beyond the buffer instead of stopping again).
+        if not limit or len(chunk) < limit:
+            return
 
 
 def _corrupt(
@@ -286,7 +309,8 @@ def decode_records(
     messages: list[ConsumerMessage] = []
     for batch, magic, pos in rs.batches:
         try:
-            messages += decode_batch(topic, partition, batch, magic, fetch_offset)
+            for chunk in decode_batch(topic, partition, batch, magic, fetch_offset):
+                messages += chunk
         except CorruptMessageError:
             if not messages:
                 raise

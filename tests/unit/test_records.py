@@ -545,3 +545,17 @@ def test_matches_aiokafka_consumer(
     assert chunk.messages == want
     assert chunk.next_offset == theirs.next_fetch_offset
     assert chunk.partial == (chunk.bytes_consumed < len(data))
+
+
+def test_record_set_decodes_in_lists_of_at_most_limit(readers: str) -> None:
+    """The reader asks for lists of at most channel_buffer_size messages: a batch is
+    decoded in slices, resuming where the last slice stopped, from the fetch offset on."""
+    data = v2_batch(recs(0, 600))
+    rs = records_module.scan_records(TOPIC, PARTITION, data, 10)
+    chunks = list(rs.decode_batches(256))
+    assert [len(c) for c in chunks] == [256, 256, 78]
+    assert [m.offset for c in chunks for m in c] == list(range(10, 600))
+    whole = list(records_module.scan_records(TOPIC, PARTITION, data, 0).decode_batches())
+    assert [len(c) for c in whole] == [600]
+    exact = records_module.scan_records(TOPIC, PARTITION, v2_batch(recs(0, 512)), 0)
+    assert [len(c) for c in exact.decode_batches(256)] == [256, 256]
