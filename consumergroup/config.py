@@ -644,6 +644,7 @@ class Config:
             quotas (sarama: ``ClientID``).
         channel_buffer_size: Messages queued per partition; a partition is
             not fetched while this many are waiting (sarama: ``ChannelBufferSize``).
+            Also the longest list ``batches()`` hands out.
         net: Broker connection settings.
         metadata: Cluster metadata settings.
         consumer: Consumer and group settings.
