@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -378,34 +378,55 @@ async def run_throughput_once(
     return _throughput_metrics(pp, res, loaded)
 
 
-async def throughput(
-    ps: Procs, peers: Sequence[str], loaded: Loaded, reps: int, timeout: float, label: str = ""
+async def interleave(
+    peers: Sequence[str],
+    reps: int,
+    label: str,
+    once: Callable[[str], Awaitable[dict[str, Any]]],
+    describe: Callable[[dict[str, Any]], str],
 ) -> dict[str, Any]:
-    """Interleaved reps of every peer over ``loaded``; per peer: every run and the medians."""
+    """``reps`` rounds of ``once(peer)`` over every peer in turn (A B C, A B C, ...).
+
+    A peer that fails is dropped from later rounds. Returns every run, the medians per
+    peer and the errors.
+    """
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
     errors: dict[str, str] = {}
     for rep in range(reps):
         for peer in peers:
             if peer in errors:
                 continue
-            log(f"{label or 'throughput'} rep {rep + 1}/{reps}: {peer}")
+            log(f"{label} rep {rep + 1}/{reps}: {peer}")
             try:
-                m = await run_throughput_once(ps, peer, loaded, timeout)
+                m = await once(peer)
             except PeerFailed as exc:
                 log(f"  FAILED: {exc}")
                 errors[peer] = str(exc)
                 continue
             runs[peer].append(m)
-            log(
-                f"  {m['msgs_per_s']:,.0f} msgs/s, first message after {m['first_msg_s']:.2f}s, "
-                f"RSS {m['rss_mb']:.0f} MB, CPU {m['cpu_s']:.2f}s"
-            )
+            log(f"  {describe(m)}")
     return {
-        "data": loaded.as_dict(),
         "runs": runs,
         "median": {p: _medians(r) for p, r in runs.items() if r},
         "errors": errors,
     }
+
+
+async def throughput(
+    ps: Procs, peers: Sequence[str], loaded: Loaded, reps: int, timeout: float, label: str = ""
+) -> dict[str, Any]:
+    """Interleaved reps of every peer over ``loaded``; per peer: every run and the medians."""
+    result = await interleave(
+        peers,
+        reps,
+        label or "throughput",
+        lambda peer: run_throughput_once(ps, peer, loaded, timeout),
+        lambda m: (
+            f"{m['msgs_per_s']:,.0f} msgs/s, first message after {m['first_msg_s']:.2f}s, "
+            f"RSS {m['rss_mb']:.0f} MB, CPU {m['cpu_s']:.2f}s"
+        ),
+    )
+    return {"data": loaded.as_dict(), **result}
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -615,32 +636,20 @@ async def rebalance(
     timeout: float,
 ) -> dict[str, Any]:
     """Interleaved rebalance runs; per peer: every run and the medians."""
-    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
-    errors: dict[str, str] = {}
-    for rep in range(reps):
-        for peer in peers:
-            if peer in errors:
-                continue
-            log(f"rebalance rep {rep + 1}/{reps}: {peer}")
-            try:
-                m = await rebalance_once(
-                    ps, bootstrap, peer, partitions, rate, size, warmup, settle, timeout
-                )
-            except PeerFailed as exc:
-                log(f"  FAILED: {exc}")
-                errors[peer] = str(exc)
-                continue
-            runs[peer].append(m)
-            log(
-                f"  longest partition pause {m['max_pause_s']:.2f}s, join -> all consuming "
-                f"{m['join_to_all_consuming_s']:.2f}s, redelivered {m['redelivered']}"
-            )
-    return {
-        "setup": {"partitions": partitions, "rate": rate, "size": size, "members": "2 -> 3"},
-        "runs": runs,
-        "median": {p: _medians(r) for p, r in runs.items() if r},
-        "errors": errors,
-    }
+    result = await interleave(
+        peers,
+        reps,
+        "rebalance",
+        lambda peer: rebalance_once(
+            ps, bootstrap, peer, partitions, rate, size, warmup, settle, timeout
+        ),
+        lambda m: (
+            f"longest partition pause {m['max_pause_s']:.2f}s, join -> all consuming "
+            f"{m['join_to_all_consuming_s']:.2f}s, redelivered {m['redelivered']}"
+        ),
+    )
+    setup = {"partitions": partitions, "rate": rate, "size": size, "members": "2 -> 3"}
+    return {"setup": setup, **result}
 
 
 # ---------------------------------------------------------------------------- scaling
