@@ -117,6 +117,11 @@ class BrokerConsumer:
             if not pc.closed:
                 self._subs[(pc.topic, pc.partition)] = pc
 
+    def _give_up(self, pc: PartitionConsumer, message: str, cause: BaseException) -> None:
+        """End ``pc`` for good with ``message`` (its reader gets the error) and let it go."""
+        pc._fail_with(message, cause)
+        self._drop(pc, None)
+
     def _drop(self, pc: PartitionConsumer, error: BaseException | None) -> None:
         self._subs.pop((pc.topic, pc.partition), None)
         pc._wake_fetcher = _noop_wake
@@ -131,15 +136,7 @@ class BrokerConsumer:
             log.exception("fetch task for broker %d crashed", self.node_id)
             self._take_new()
             for pc in list(self._subs.values()):
-                pc._fail(
-                    ConsumerError(
-                        f"fetch task for broker {self.node_id} crashed: {exc!r}",
-                        topic=pc.topic,
-                        partition=pc.partition,
-                        cause=exc,
-                    )
-                )
-                self._drop(pc, None)
+                self._give_up(pc, f"fetch task for broker {self.node_id} crashed: {exc!r}", exc)
         finally:
             self._on_exit(self)
 
@@ -279,15 +276,7 @@ class BrokerConsumer:
                     )
                 except CorruptMessageError as exc:
                     # Refetching returns the same bytes: end this partition, not its mates.
-                    pc._fail(
-                        ConsumerError(
-                            f"cannot decode the records at offset {fetch_offset}",
-                            topic=topic,
-                            partition=p[0],
-                            cause=exc,
-                        )
-                    )
-                    self._drop(pc, None)
+                    self._give_up(pc, f"cannot decode the records at offset {fetch_offset}", exc)
                     continue
                 if scanned.next_offset == fetch_offset and scanned.partial:
                     self._grow(pc)
@@ -328,36 +317,25 @@ class BrokerConsumer:
         if code == _OUT_OF_RANGE:
             self._out_of_range(pc, p, version)
             return
-        err_cls = error_for_code(code)
-        error = ConsumerError(
-            "fetch failed",
-            topic=pc.topic,
-            partition=pc.partition,
-            cause=err_cls(),
-        )
-        if err_cls.retriable:
-            log.warning("%s; retrying", error)
+        error = error_for_code(code)()
+        if error.retriable:
+            log.warning("%s/%d: fetch failed (%s); retrying", pc.topic, pc.partition, error)
             self._drop(pc, error)
         else:
-            pc._fail(error)
-            self._drop(pc, None)
+            self._give_up(pc, "fetch failed", error)
 
     def _out_of_range(self, pc: PartitionConsumer, p: Any, version: int) -> None:
         """OFFSET_OUT_OF_RANGE: apply ``consumer.offsets.reset`` (sarama's ResetInvalidOffsets)."""
         policy = reset_policy(self._config)
         bad = pc._offset
         if policy == "error":
-            pc._fail(
-                ConsumerError(
-                    f"offset {bad} is out of range (log "
-                    f"{pc.log_start_offset}..{pc.high_water_mark_offset}); set "
-                    "consumer.offsets.reset to 'oldest' or 'newest' to reset automatically",
-                    topic=pc.topic,
-                    partition=pc.partition,
-                    cause=OffsetOutOfRangeError(),
-                )
+            self._give_up(
+                pc,
+                f"offset {bad} is out of range (log {pc.log_start_offset}.."
+                f"{pc.high_water_mark_offset}); set consumer.offsets.reset to 'oldest' or "
+                "'newest' to reset automatically",
+                OffsetOutOfRangeError(),
             )
-            self._drop(pc, None)
             return
         # The response carries both ends of the log (log start from v5 on).
         if policy == "newest" and p[2] >= 0:

@@ -19,7 +19,6 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     ConfigurationError,
-    ConsumerError,
     KafkaConnectionError,
     KafkaError,
     OffsetOutOfRangeError,
@@ -200,16 +199,9 @@ class Consumer(AsyncResource):
                 pc.seek(target[(pc.topic, pc.partition)])
             await self._route(pc)
         except UnknownTopicOrPartitionError as exc:
-            pc._fail(
-                ConsumerError(
-                    "the partition no longer exists",
-                    topic=pc.topic,
-                    partition=pc.partition,
-                    cause=exc,
-                )
-            )
+            pc._fail_with("the partition no longer exists", exc)
         except OffsetOutOfRangeError as exc:
-            pc._fail(ConsumerError(str(exc), topic=pc.topic, partition=pc.partition, cause=exc))
+            pc._fail_with(str(exc), exc)
         except Exception as exc:  # transient: the cluster is moving; try again after backoff
             log.info("re-routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
             self._orphans.put_nowait(pc)

@@ -137,6 +137,10 @@ class PartitionConsumer:
         self._wake_reader()
         self._on_close(self)
 
+    def _fail_with(self, message: str, cause: BaseException) -> None:
+        """:meth:`_fail` with a :class:`ConsumerError` naming this partition."""
+        self._fail(ConsumerError(message, topic=self.topic, partition=self.partition, cause=cause))
+
     def _wake_reader(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -159,20 +163,11 @@ class PartitionConsumer:
             except CorruptMessageError as exc:
                 # Refetching returns the same bytes: the partition cannot go on.
                 self._drop_buffer()
-                self._fail(
-                    ConsumerError(
-                        "cannot decode fetched records",
-                        topic=self.topic,
-                        partition=self.partition,
-                        cause=exc,
-                    )
-                )
+                self._fail_with("cannot decode fetched records", exc)
                 return None
-            if chunk is None:
-                self._decoding = None
-                continue
-            if chunk:
-                return chunk
+            if chunk is not None:
+                return chunk  # decode_batches never yields an empty list
+            self._decoding = None
 
     def _release(self, count: int) -> None:
         """``count`` messages left the buffer; wake the fetch task if that made room."""
@@ -181,18 +176,25 @@ class PartitionConsumer:
         if was_full and self._queued < self._buffer_size and not self._paused:
             self._wake_fetcher()
 
-    async def _wait(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
+    async def _take(self) -> list[ConsumerMessage] | None:
+        """The next decoded chunk, waiting for one; None once closed and drained.
 
-    def _end(self) -> None:
-        """Raise the partition's fatal error once, if there is one (called when drained)."""
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+        Raises the partition's fatal error (once) when it ends on one.
+        """
+        while True:
+            chunk = self._next_chunk()
+            if chunk is not None:
+                return chunk
+            if self._closed:
+                error, self._error = self._error, None
+                if error is not None:
+                    raise error
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
 
     async def batches(self) -> AsyncIterator[list[ConsumerMessage]]:
         """Yield decoded chunks as they arrive (the fast path: no copy, no per-message step).
@@ -209,14 +211,10 @@ class PartitionConsumer:
                 if rest:
                     yield rest
                 continue
-            chunk = self._next_chunk()
-            if chunk is not None:
-                yield chunk
-                continue
-            if self._closed:
-                self._end()
+            chunk = await self._take()
+            if chunk is None:
                 return
-            await self._wait()
+            yield chunk
 
     async def messages(self) -> AsyncIterator[ConsumerMessage]:
         """Yield one :class:`~consumergroup.ConsumerMessage` at a time, in offset order.
@@ -243,15 +241,11 @@ class PartitionConsumer:
                 if self._stopped:
                     return
                 continue
-            chunk = self._next_chunk()
-            if chunk is not None:
-                self._current = chunk
-                self._pos = 0
-                continue
-            if self._closed:
-                self._end()
+            chunk = await self._take()
+            if chunk is None:
                 return
-            await self._wait()
+            self._current = chunk
+            self._pos = 0
 
     def pause(self) -> None:
         """Stop fetching this partition (buffered messages are still delivered)."""
