@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._lifecycle import AsyncResource
-from .config import Config
+from .config import Config, RetryConfig
 from .errors import (
     ClosedError,
     ConfigurationError,
+    ConsumerGroupError,
     CoordinatorNotAvailableError,
     CorruptMessageError,
     KafkaConnectionError,
@@ -50,9 +51,6 @@ from .net.protocol import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: Errors worth a retry after backoff: the cluster is moving, not broken.
-_TRANSIENT = (KafkaConnectionError, RequestTimedOutError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +77,28 @@ class PartitionMetadata:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     error_code: int = 0
+
+
+async def retrying(
+    what: str,
+    attempt: Callable[[], Awaitable[T]],
+    retry: RetryConfig,
+    before_retry: Callable[[ConsumerGroupError], None] | None = None,
+) -> T:
+    """Run ``attempt``, again up to ``retry.max`` times after ``retry.backoff`` on
+    retriable errors (broker codes marked retriable, dropped connections, timeouts);
+    ``before_retry`` sees each error that is retried. Others raise at once."""
+    for n in range(retry.max + 1):
+        try:
+            return await attempt()
+        except (KafkaError, KafkaConnectionError) as exc:
+            if not exc.retriable or n == retry.max:
+                raise
+            if before_retry is not None:
+                before_retry(exc)
+            log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
+        await asyncio.sleep(retry.backoff)
+    raise AssertionError("unreachable")
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -213,21 +233,7 @@ class Client(AsyncResource):
     # --------------------------------------------------------------------- metadata
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run ``attempt`` up to ``metadata.retry.max`` extra times on transient errors."""
-        retry = self.config.metadata.retry
-        for n in range(retry.max + 1):
-            try:
-                return await attempt()
-            except KafkaError as exc:
-                if not exc.retriable or n == retry.max:
-                    raise
-                log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
-            except _TRANSIENT as exc:
-                if n == retry.max:
-                    raise
-                log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
-            await asyncio.sleep(retry.backoff)
-        raise AssertionError("unreachable")
+        return await retrying(what, attempt, self.config.metadata.retry)
 
     async def refresh_metadata(self, *topics: str) -> None:
         """Fetch metadata for ``topics`` (all topics when none are named)."""

@@ -438,8 +438,9 @@ class GroupConfig(_Section):
 
     def _check(self, path: str) -> None:
         _check_int32_ms(f"{path}.session_timeout", self.session_timeout, "use e.g. 10.0")
-        _check_seconds(f"{path}.partition_watch_interval", self.partition_watch_interval,
-                       "use e.g. 10.0")
+        _check_seconds(
+            f"{path}.partition_watch_interval", self.partition_watch_interval, "use e.g. 10.0"
+        )
         session = self.session_timeout
         hb = self.heartbeat_interval
         if (

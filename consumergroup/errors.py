@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "COORDINATOR_LOST",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClosedError",
@@ -841,3 +842,14 @@ class VoterNotFoundError(KafkaError, errno=127):
 
 class InvalidRegularExpressionError(KafkaError, errno=128):
     """The regular expression is invalid."""
+
+
+#: Errors after which a group's coordinator must be looked up again: it moved, is
+#: loading, or the connection to it failed. All retriable.
+COORDINATOR_LOST: tuple[type[ConsumerGroupError], ...] = (
+    NotCoordinatorError,
+    CoordinatorNotAvailableError,
+    CoordinatorLoadInProgressError,
+    KafkaConnectionError,
+    RequestTimedOutError,
+)

@@ -24,16 +24,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from .client import retrying
 from .errors import (
+    COORDINATOR_LOST,
     ConsumerGroupError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     IllegalGenerationError,
-    KafkaConnectionError,
     KafkaError,
-    NotCoordinatorError,
     RebalanceInProgressError,
-    RequestTimedOutError,
     UnknownMemberIdError,
     error_for_code,
 )
@@ -48,12 +45,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 
-#: Coordinator moved or busy: find it again and retry.
-_COORDINATOR_MOVED = (
-    NotCoordinatorError,
-    CoordinatorNotAvailableError,
-    CoordinatorLoadInProgressError,
-)
 #: The member no longer owns its partitions: committing is pointless and unsafe.
 FENCED = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
 
@@ -199,25 +190,16 @@ class OffsetManager:
             await self._with_coordinator("OffsetCommit", attempt)
 
     async def _with_coordinator(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run ``attempt``, retrying coordinator moves and transient errors (``offsets.retry``)."""
-        retry = self._config.consumer.offsets.retry
-        for n in range(retry.max + 1):
-            try:
-                return await attempt()
-            except FENCED:
-                raise
-            except _COORDINATOR_MOVED as exc:
+        """Run ``attempt``, retrying coordinator moves and transient errors (``offsets.retry``);
+        the fencing errors are not retriable and raise at once."""
+
+        def lost_coordinator(exc: ConsumerGroupError) -> None:
+            if isinstance(exc, COORDINATOR_LOST):
                 self._client.invalidate_coordinator(self.group)
-                error: ConsumerGroupError = exc
-            except (KafkaConnectionError, RequestTimedOutError) as exc:
-                self._client.invalidate_coordinator(self.group)
-                error = exc
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                error = exc
-            if n == retry.max:
-                raise error
-            log.debug("%s for group %r failed (%s); retrying", what, self.group, error)
-            await asyncio.sleep(retry.backoff)
-        raise AssertionError("unreachable")
+
+        return await retrying(
+            f"{what} for group {self.group!r}",
+            attempt,
+            self._config.consumer.offsets.retry,
+            lost_coordinator,
+        )

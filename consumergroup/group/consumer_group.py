@@ -156,16 +156,16 @@ class ConsumerGroup(AsyncResource):
             tp: committed[tp][0] if committed.get(tp, (-1, ""))[0] >= 0 else initial
             for tp in assigned
         }
+
         # The leader may have seen newer metadata than this member: catch up, and leave
         # out (then rejoin for) any partition this member still cannot see.
-        unknown = [
-            tp for tp in wanted if tp[1] not in (self._client.cached_partitions(tp[0]) or ())
-        ]
+        def unseen() -> list[TopicPartition]:
+            return [t for t in wanted if t[1] not in (self._client.cached_partitions(t[0]) or ())]
+
+        unknown = unseen()
         if unknown:
             await self._client.refresh_metadata(*topics)
-            unknown = [
-                tp for tp in wanted if tp[1] not in (self._client.cached_partitions(tp[0]) or ())
-            ]
+            unknown = unseen()
             for tp in unknown:
                 del wanted[tp]
         pcs = await self._consumer.consume_partitions(wanted)
@@ -181,7 +181,6 @@ class ConsumerGroup(AsyncResource):
             group_id=self.group_id,
             generation=generation,
             claims=claims,
-            topics=topics,
             partition_counts=counts,
             client=self._client,
             membership=self._membership,

@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..balance.protocol import MemberAssignment, MemberSubscription
 from ..errors import (
+    COORDINATOR_LOST,
     ConsumerGroupError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     KafkaConnectionError,
     MemberIdRequiredError,
-    NotCoordinatorError,
     RebalanceInProgressError,
     RequestTimedOutError,
     UnknownMemberIdError,
@@ -38,15 +36,6 @@ if TYPE_CHECKING:
     from ..config import Config
 
 log = logging.getLogger(__name__)
-
-#: Join errors answered by finding the coordinator again and retrying after backoff.
-_COORDINATOR_LOST = (
-    NotCoordinatorError,
-    CoordinatorNotAvailableError,
-    CoordinatorLoadInProgressError,
-    KafkaConnectionError,
-    RequestTimedOutError,
-)
 
 
 @dataclass(slots=True)
@@ -115,7 +104,7 @@ class Membership:
                 log.info("group %r: %s; rejoining as a new member", self.group, type(exc).__name__)
                 self.reset()
                 continue
-            except _COORDINATOR_LOST as exc:
+            except COORDINATOR_LOST as exc:  # find it again, back off, retry
                 self._client.invalidate_coordinator(self.group)
                 error: ConsumerGroupError = exc
             except RebalanceInProgressError as exc:

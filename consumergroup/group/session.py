@@ -70,7 +70,6 @@ class ConsumerGroupSession:
         group_id: str,
         generation: Generation,
         claims: dict[TopicPartition, ConsumerGroupClaim],
-        topics: list[str],
         partition_counts: dict[str, int],
         client: Client,
         membership: Membership,
@@ -84,7 +83,7 @@ class ConsumerGroupSession:
         self.done = anyio.Event()
         # The registry of claims this session owns; _revoke() removes them one by one.
         self._claims = claims
-        self._topics = topics
+        # Subscribed topic -> its partition count when the session began.
         self._partition_counts = partition_counts
         self._client = client
         self._membership = membership
@@ -293,7 +292,7 @@ class ConsumerGroupSession:
             if self.done.is_set():
                 return
             try:
-                await self._client.refresh_metadata(*self._topics)
+                await self._client.refresh_metadata(*self._partition_counts)
             except ConsumerGroupError as exc:
                 log.info(
                     "group %r: partition watch could not refresh metadata: %s", self.group_id, exc
