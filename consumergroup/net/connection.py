@@ -80,7 +80,9 @@ class _FrameProtocol(asyncio.Protocol):
             end = 4 + size
             if len(buf) < end:
                 break
-            frame = bytes(buf[4:end])
+            # One copy out of the buffer (slicing the bytearray first would make two).
+            with memoryview(buf) as view:
+                frame = bytes(view[4:end])
             del buf[:end]
             self._conn._on_frame(frame)
 
