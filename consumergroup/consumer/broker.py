@@ -29,7 +29,6 @@ from ..errors import (
     KafkaError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
-    RequestTimedOutError,
     error_for_code,
 )
 from ..net.protocol import FetchRequest
@@ -175,7 +174,7 @@ class BrokerConsumer:
                     self._request(chosen, _SHORT_POLL_MS if short else self._max_wait_ms),
                     timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
                 )
-            except (KafkaConnectionError, RequestTimedOutError, KafkaError) as exc:
+            except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
                 # The broker is gone or unreachable: every partition finds its leader anew.
                 log.info(
                     "fetch from broker %d failed (%s); re-routing %d partitions",

@@ -36,7 +36,6 @@ from ..errors import (
     KafkaConnectionError,
     KafkaError,
     RebalanceInProgressError,
-    RequestTimedOutError,
     UnknownMemberIdError,
 )
 from ..offsets import FENCED
@@ -262,7 +261,7 @@ class ConsumerGroupSession:
             except IllegalGenerationError:
                 self.end("a newer generation exists")
                 return
-            except (KafkaConnectionError, RequestTimedOutError, KafkaError) as exc:
+            except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
                 self._client.invalidate_coordinator(self.group_id)
                 if time.monotonic() - last_ok > group.session_timeout:
                     self.end(f"no heartbeat got through for {group.session_timeout}s ({exc})")
