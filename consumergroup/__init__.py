@@ -36,6 +36,9 @@ from .group import (
     ConsumerGroupClaim,
     ConsumerGroupHandler,
     ConsumerGroupSession,
+    GroupState,
+    GroupStats,
+    PartitionStats,
 )
 from .message import ConsumerMessage, RecordHeader
 
@@ -57,10 +60,13 @@ __all__ = [
     "ConsumerGroupHandler",
     "ConsumerGroupSession",
     "ConsumerMessage",
+    "GroupState",
+    "GroupStats",
     "KafkaConnectionError",
     "KafkaError",
     "NoBrokersAvailableError",
     "PartitionConsumer",
+    "PartitionStats",
     "RangeAssignor",
     "RecordHeader",
     "RoundRobinAssignor",

@@ -4,5 +4,14 @@ from .claim import ConsumerGroupClaim
 from .consumer_group import ConsumerGroup
 from .handler import ConsumerGroupHandler
 from .session import ConsumerGroupSession
+from .state import GroupState, GroupStats, PartitionStats
 
-__all__ = ["ConsumerGroup", "ConsumerGroupClaim", "ConsumerGroupHandler", "ConsumerGroupSession"]
+__all__ = [
+    "ConsumerGroup",
+    "ConsumerGroupClaim",
+    "ConsumerGroupHandler",
+    "ConsumerGroupSession",
+    "GroupState",
+    "GroupStats",
+    "PartitionStats",
+]

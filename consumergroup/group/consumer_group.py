@@ -34,6 +34,7 @@ from .claim import ConsumerGroupClaim
 from .handler import ConsumerGroupHandler
 from .membership import Membership
 from .session import ConsumerGroupSession
+from .state import GroupState, GroupStats, PartitionStats
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,10 @@ class ConsumerGroup(AsyncResource):
         self._closing = False
         self._closed = False
         self._closed_event = asyncio.Event()
+        # The one state variable (see .state); only _set_state() writes it.
+        self._state = GroupState.STARTING
+        self._rebalances = 0
+        self._error: str | None = None
 
     def __repr__(self) -> str:
         return f"<ConsumerGroup {self.group_id} member={self._membership.member_id!r}>"
@@ -79,6 +84,46 @@ class ConsumerGroup(AsyncResource):
     def member_id(self) -> str:
         """This member's id in the current (or last) generation; "" before the first join."""
         return self._membership.member_id
+
+    @property
+    def state(self) -> GroupState:
+        """Where the member is: STARTING, JOINING, STABLE, REBALANCING, CLOSING, CLOSED, FAILED."""
+        return self._state
+
+    def _set_state(self, state: GroupState) -> None:
+        if self._state in (GroupState.CLOSED, GroupState.FAILED):
+            return
+        if self._state is GroupState.CLOSING and state is not GroupState.CLOSED:
+            return
+        if state is not self._state:
+            log.debug("group %r: %s -> %s", self.group_id, self._state.name, state.name)
+            self._state = state
+
+    def stats(self) -> GroupStats:
+        """A snapshot of this member (no broker round trip: cheap enough for every probe)."""
+        partitions: dict[TopicPartition, PartitionStats] = {}
+        session = self._session
+        if session is not None:
+            for tp, claim in session._claims.items():
+                pc = claim._pc
+                position = pc.next_offset
+                hwm = pc.high_water_mark_offset
+                partitions[tp] = PartitionStats(
+                    position=position,
+                    committed=self._offsets.committed(*tp),
+                    high_water_mark=hwm,
+                    lag=max(hwm - position, 0) if hwm >= 0 and position >= 0 else 0,
+                    paused=pc.paused,
+                )
+        return GroupStats(
+            group_id=self.group_id,
+            state=self._state,
+            member_id=self._membership.member_id,
+            generation_id=session.generation_id if session is not None else -1,
+            rebalances=self._rebalances,
+            partitions=partitions,
+            error=self._error,
+        )
 
     @property
     def session(self) -> ConsumerGroupSession | None:
@@ -97,8 +142,15 @@ class ConsumerGroup(AsyncResource):
 
     async def run(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
         """Consume session after session until :meth:`close` (or a fatal error, raised here)."""
+        if self._closing:
+            raise ClosedError(f"consumer group {self.group_id!r} is closed")
         while not self._closing:
-            await self.consume(topics, handler)
+            try:
+                await self.consume(topics, handler)
+            except ClosedError:
+                if self._closing:
+                    return  # close() ended the loop: that is run()'s normal end
+                raise
 
     async def consume(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
         """Join the group and run one session until it ends (sarama's ``Consume``).
@@ -116,17 +168,32 @@ class ConsumerGroup(AsyncResource):
         await self.start()
         async with self._consume_lock:
             if self._closing:
-                return
-            session = await self._new_session(topics)
+                raise ClosedError(f"consumer group {self.group_id!r} is closed")
+            self._set_state(GroupState.JOINING)
+            try:
+                session = await self._new_session(topics)
+            except BaseException as exc:
+                self._fail(exc)
+                raise
             self._session = session
+            self._set_state(GroupState.STABLE)
             try:
                 await session.run(handler)
             finally:
                 self._session = None
+                self._rebalances += 1
+                self._set_state(GroupState.REBALANCING)
             if session.fatal is not None:
+                self._fail(session.fatal)
                 raise session.fatal
             if session.rejoin_fresh and not self._closing:
                 await self._leave()
+
+    def _fail(self, exc: BaseException) -> None:
+        """A non-retriable error ends the member: FAILED, with the reason in stats()."""
+        if isinstance(exc, Exception) and not self._closing:
+            self._error = str(exc) or type(exc).__name__
+            self._set_state(GroupState.FAILED)
 
     def _check_topics(self, topics: Sequence[str]) -> list[str]:
         if isinstance(topics, str):
@@ -276,6 +343,7 @@ class ConsumerGroup(AsyncResource):
         if self._closed:
             return
         self._closing = True
+        self._set_state(GroupState.CLOSING)
         bound = (
             timeout
             if timeout is not None
@@ -293,6 +361,7 @@ class ConsumerGroup(AsyncResource):
         await self._consumer.close()
         await self._client.close()
         self._closed = True
+        self._set_state(GroupState.CLOSED)
         self._closed_event.set()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +25,21 @@ class ConsumerGroupHandler(abc.ABC):
 
     async def cleanup(self, session: ConsumerGroupSession) -> None:  # noqa: B027 - optional hook
         """Called once every ``consume_claim`` of the session has ended."""
+
+    async def on_assigned(  # noqa: B027 - optional hook
+        self, session: ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        """Partitions this member now owns, before ``setup`` (the new ones, when cooperative)."""
+
+    async def on_revoked(  # noqa: B027 - optional hook
+        self, session: ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        """Partitions given up gracefully: their handlers have returned, and the final
+        commit of their marked offsets follows this call (mark or commit here)."""
+
+    async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:  # noqa: B027
+        """Partitions lost without a graceful hand-over (fenced, session timed out):
+        another member may already own them, so no commit is possible."""
 
     @abc.abstractmethod
     async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:

@@ -1,0 +1,125 @@
+"""GroupState and the stats snapshot: what a member is doing, readable at no cost.
+
+``ConsumerGroup.state`` is one variable with its transitions in one place (the
+group's rebalance loop). ``ConsumerGroup.stats()`` builds a :class:`GroupStats`
+from in-memory state only (no broker round trip), so health endpoints and
+metrics scrapes can call it on every request.
+
+State machine (see docs/architecture.md)::
+
+    STARTING -> JOINING -> STABLE -> REBALANCING -> JOINING -> ...
+         any state -> CLOSING -> CLOSED          (close())
+         any state -> FAILED                     (a non-retriable error ended run())
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+
+
+class GroupState(enum.Enum):
+    """Where a :class:`~consumergroup.ConsumerGroup` member is in its life."""
+
+    #: Created; not yet asked to join (no ``run()``/``consume()`` so far).
+    STARTING = "starting"
+    #: Finding the coordinator, JoinGroup/SyncGroup, fetching committed offsets.
+    JOINING = "joining"
+    #: A session runs: claims are being consumed and heartbeats go out.
+    STABLE = "stable"
+    #: The session is ending for a rebalance (draining handlers, final commit)
+    #: or the member is backing off before it rejoins after a transient error.
+    REBALANCING = "rebalancing"
+    #: ``close()`` was called and is ending the session and leaving the group.
+    CLOSING = "closing"
+    #: Closed: no task is left; ``consume()``/``run()`` raise ClosedError.
+    CLOSED = "closed"
+    #: A non-retriable error ended the member (see ``GroupStats.error``).
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """One claimed partition, as of the last fetch and commit."""
+
+    #: The next offset the member hands to its handler (-1 before the first fetch).
+    position: int
+    #: The last offset the broker acknowledged for the group (-1: none).
+    committed: int
+    #: The partition's high watermark as of the last fetch (-1 before the first).
+    high_water_mark: int
+    #: ``high_water_mark - position`` (0 when either is unknown).
+    lag: int
+    #: Paused by the user (``group.pause``).
+    paused: bool
+    #: Messages handed to the handler per second, over the last few seconds.
+    messages_per_second: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """A snapshot of a member: cheap (no I/O), immutable, JSON-friendly via ``as_dict()``."""
+
+    group_id: str
+    state: GroupState
+    member_id: str
+    generation_id: int
+    #: Rebalances this member has been through (completed joins after the first).
+    rebalances: int
+    #: Per claimed partition.
+    partitions: dict[TopicPartition, PartitionStats] = field(default_factory=dict)
+    #: Seconds since the last successful heartbeat (None: no session yet).
+    last_heartbeat_age: float | None = None
+    #: How long the last rebalance took, session end to the next session's start (s).
+    last_rebalance_duration: float | None = None
+    #: Commits that failed (auto, manual or final) since the group started.
+    commit_failures: int = 0
+    #: The event loop's scheduling delay as last measured by the watchdog (s).
+    loop_lag: float = 0.0
+    #: Why the member FAILED (or the last transient error while it retries).
+    error: str | None = None
+
+    @property
+    def claims(self) -> dict[str, list[int]]:
+        """topic -> sorted claimed partitions."""
+        out: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            out.setdefault(topic, []).append(partition)
+        return out
+
+    @property
+    def lag(self) -> int:
+        """Total lag over the claimed partitions."""
+        return sum(p.lag for p in self.partitions.values())
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-serialisable view (health endpoints, ``--json`` output)."""
+        return {
+            "group_id": self.group_id,
+            "state": self.state.value,
+            "member_id": self.member_id,
+            "generation_id": self.generation_id,
+            "rebalances": self.rebalances,
+            "claims": self.claims,
+            "lag": self.lag,
+            "last_heartbeat_age": self.last_heartbeat_age,
+            "last_rebalance_duration": self.last_rebalance_duration,
+            "commit_failures": self.commit_failures,
+            "loop_lag": self.loop_lag,
+            "error": self.error,
+            "partitions": [
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "position": p.position,
+                    "committed": p.committed,
+                    "high_water_mark": p.high_water_mark,
+                    "lag": p.lag,
+                    "paused": p.paused,
+                    "messages_per_second": p.messages_per_second,
+                }
+                for (topic, partition), p in sorted(self.partitions.items())
+            ],
+        }
