@@ -4,13 +4,14 @@ from .claim import ConsumerGroupClaim
 from .consumer_group import ConsumerGroup
 from .handler import ConsumerGroupHandler
 from .session import ConsumerGroupSession
-from .state import GroupState, GroupStats, PartitionStats
+from .state import GroupObserver, GroupState, GroupStats, PartitionStats
 
 __all__ = [
     "ConsumerGroup",
     "ConsumerGroupClaim",
     "ConsumerGroupHandler",
     "ConsumerGroupSession",
+    "GroupObserver",
     "GroupState",
     "GroupStats",
     "PartitionStats",

@@ -34,7 +34,7 @@ from .claim import ConsumerGroupClaim
 from .handler import ConsumerGroupHandler
 from .membership import Membership
 from .session import ConsumerGroupSession
-from .state import GroupState, GroupStats, PartitionStats
+from .state import GroupObserver, GroupState, GroupStats, PartitionStats
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,8 @@ class ConsumerGroup(AsyncResource):
         self._state = GroupState.STARTING
         self._rebalances = 0
         self._error: str | None = None
+        # Event receivers (metrics); called synchronously on the loop, see GroupObserver.
+        self._observers: list[GroupObserver] = []
 
     def __repr__(self) -> str:
         return f"<ConsumerGroup {self.group_id} member={self._membership.member_id!r}>"
@@ -90,14 +92,26 @@ class ConsumerGroup(AsyncResource):
         """Where the member is: STARTING, JOINING, STABLE, REBALANCING, CLOSING, CLOSED, FAILED."""
         return self._state
 
+    def add_observer(self, observer: GroupObserver) -> None:
+        """Send this member's events (state changes, rebalances, commits, ...) to ``observer``."""
+        self._observers.append(observer)
+
+    def _notify(self, event: str, *args: object) -> None:
+        for obs in self._observers:
+            try:
+                getattr(obs, event)(self.group_id, *args)
+            except Exception:
+                log.exception("group %r: observer %r failed in %s", self.group_id, obs, event)
+
     def _set_state(self, state: GroupState) -> None:
         if self._state in (GroupState.CLOSED, GroupState.FAILED):
             return
         if self._state is GroupState.CLOSING and state is not GroupState.CLOSED:
             return
         if state is not self._state:
-            log.debug("group %r: %s -> %s", self.group_id, self._state.name, state.name)
-            self._state = state
+            old, self._state = self._state, state
+            log.debug("group %r: %s -> %s", self.group_id, old.name, state.name)
+            self._notify("on_state", old, state)
 
     def stats(self) -> GroupStats:
         """A snapshot of this member (no broker round trip: cheap enough for every probe)."""

@@ -123,3 +123,28 @@ class GroupStats:
                 for (topic, partition), p in sorted(self.partitions.items())
             ],
         }
+
+
+class GroupObserver:
+    """Receives a member's events (metrics exporters, tests): every method is an optional no-op.
+
+    Register with ``ConsumerGroup.add_observer(obs)``. Methods are called on the event
+    loop, synchronously, from the runtime's own tasks: they must be cheap and must not
+    block or raise (an exception is logged and otherwise ignored).
+    """
+
+    def on_state(self, group_id: str, old: GroupState, new: GroupState) -> None:
+        """The member moved from ``old`` to ``new``."""
+
+    def on_rebalance(self, group_id: str, duration: float) -> None:
+        """A rebalance finished: ``duration`` seconds from the old session's end (or the
+        first join's start) until the new session started consuming."""
+
+    def on_commit(self, group_id: str, latency: float, error: BaseException | None) -> None:
+        """An OffsetCommit round trip ended (``error`` None: it succeeded)."""
+
+    def on_heartbeat(self, group_id: str, error: BaseException | None) -> None:
+        """A heartbeat ended (``error`` None: it succeeded)."""
+
+    def on_fetch(self, group_id: str, latency: float, records: int, nbytes: int) -> None:
+        """A Fetch round trip for this member ended, delivering ``records`` (``nbytes``)."""
