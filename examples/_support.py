@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import consumergroup as cg
-from consumergroup.demo_producer import produce
+from consumergroup.cli.producer import produce
 from consumergroup.testing import EmbeddedBroker
 
 

