@@ -25,19 +25,20 @@ from aiokafka.protocol.admin import (
     SaslHandShakeRequest,
 )
 from aiokafka.protocol.api import Request, RequestStruct, Response
-from aiokafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
+from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.fetch import FetchRequest
-from aiokafka.protocol.group import (
-    HeartbeatRequest,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    SyncGroupRequest,
-)
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from ..errors import UnsupportedVersionError
+from .group_protocol import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 
 __all__ = [
     "API_NAMES",
