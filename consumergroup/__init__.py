@@ -15,6 +15,7 @@ Public API (re-exports only; see docs/architecture.md for where each lives)::
 
 from .balance import (
     BalanceStrategy,
+    CooperativeStickyAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,
@@ -61,6 +62,7 @@ __all__ = [
     "ConsumerGroupHandler",
     "ConsumerGroupSession",
     "ConsumerMessage",
+    "CooperativeStickyAssignor",
     "GroupObserver",
     "GroupState",
     "GroupStats",

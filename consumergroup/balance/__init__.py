@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from consumergroup.balance.cooperative import CooperativeStickyAssignor
 from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
 from consumergroup.balance.range import RangeAssignor
 from consumergroup.balance.roundrobin import RoundRobinAssignor
@@ -10,6 +11,7 @@ from consumergroup.balance.strategy import BalanceStrategy
 
 __all__ = [
     "BalanceStrategy",
+    "CooperativeStickyAssignor",
     "MemberAssignment",
     "MemberSubscription",
     "RangeAssignor",
