@@ -21,8 +21,6 @@ raises :class:`~consumergroup.errors.UnsupportedVersionError` saying what to do.
 
 from __future__ import annotations
 
-from typing import TypeAlias
-
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import (
     OffsetCommitRequest_v2,
@@ -33,7 +31,6 @@ from aiokafka.protocol.group import (
     HeartbeatRequest_v0,
     HeartbeatRequest_v1,
     HeartbeatResponse_v1,
-    JoinGroupRequest_v1,
     JoinGroupRequest_v2,
     JoinGroupRequest_v5,
     JoinGroupResponse_v2,
@@ -70,54 +67,36 @@ def _static_needs(api: str, version: int, lowest: int, instance_id: str | None) 
         )
 
 
+def _version(
+    api_key: int, version: int, request: Schema, response: Schema, name: str
+) -> type[RequestStruct]:
+    """A request struct class (and its response class) for one version of ``name``."""
+    response_type = type(
+        f"{name}Response_v{version}",
+        (Response,),
+        {"API_KEY": api_key, "API_VERSION": version, "SCHEMA": response},
+    )
+    request_type: type[RequestStruct] = type(
+        f"{name}Request_v{version}",
+        (RequestStruct,),
+        {
+            "API_KEY": api_key,
+            "API_VERSION": version,
+            "RESPONSE_TYPE": response_type,
+            "SCHEMA": request,
+        },
+    )
+    return request_type
+
+
 # --------------------------------------------------------------------------- Heartbeat
 
-
-class HeartbeatResponse_v2(Response):  # type: ignore[misc]
-    """Heartbeat response v2 (same layout as v1)."""
-
-    API_KEY = 12
-    API_VERSION = 2
-    SCHEMA = HeartbeatResponse_v1.SCHEMA
-
-
-class HeartbeatResponse_v3(Response):  # type: ignore[misc]
-    """Heartbeat response v3 (same layout as v1)."""
-
-    API_KEY = 12
-    API_VERSION = 3
-    SCHEMA = HeartbeatResponse_v1.SCHEMA
-
-
-class HeartbeatRequest_v2(RequestStruct):  # type: ignore[misc]
-    """Heartbeat v2 (same layout as v0)."""
-
-    API_KEY = 12
-    API_VERSION = 2
-    RESPONSE_TYPE = HeartbeatResponse_v2
-    SCHEMA = HeartbeatRequest_v0.SCHEMA
-
-
-class HeartbeatRequest_v3(RequestStruct):  # type: ignore[misc]
-    """Heartbeat v3: adds ``group_instance_id``."""
-
-    API_KEY = 12
-    API_VERSION = 3
-    RESPONSE_TYPE = HeartbeatResponse_v3
-    SCHEMA = Schema(
-        ("group", _STR),
-        ("generation_id", Int32),
-        ("member_id", _STR),
-        ("group_instance_id", _STR),
-    )
-
-
-_HeartbeatStruct: TypeAlias = (
-    HeartbeatRequest_v0 | HeartbeatRequest_v1 | HeartbeatRequest_v2 | HeartbeatRequest_v3
+_HEARTBEAT_V3 = Schema(
+    ("group", _STR), ("generation_id", Int32), ("member_id", _STR), ("group_instance_id", _STR)
 )
 
 
-class HeartbeatRequest(Request[_HeartbeatStruct]):  # type: ignore[misc]
+class HeartbeatRequest(Request[RequestStruct]):  # type: ignore[misc]
     """Heartbeat v0-v3."""
 
     API_KEY = 12
@@ -130,71 +109,38 @@ class HeartbeatRequest(Request[_HeartbeatStruct]):  # type: ignore[misc]
         self._member_id = member_id
         self._instance_id = group_instance_id
 
-    def build(self, request_struct_class: type[_HeartbeatStruct]) -> _HeartbeatStruct:
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (the instance id from v3 on)."""
         version = request_struct_class.API_VERSION
         _static_needs("Heartbeat", version, 3, self._instance_id)
+        head = (self._group, self._generation_id, self._member_id)
         if version < 3:
-            return request_struct_class(self._group, self._generation_id, self._member_id)
-        return request_struct_class(
-            self._group, self._generation_id, self._member_id, self._instance_id
-        )
+            return request_struct_class(*head)
+        return request_struct_class(*head, self._instance_id)
+
+
+HeartbeatRequest._CLASSES = (
+    HeartbeatRequest_v0,
+    HeartbeatRequest_v1,
+    _version(12, 2, HeartbeatRequest_v0.SCHEMA, HeartbeatResponse_v1.SCHEMA, "Heartbeat"),
+    _version(12, 3, _HEARTBEAT_V3, HeartbeatResponse_v1.SCHEMA, "Heartbeat"),
+)
 
 
 # --------------------------------------------------------------------------- LeaveGroup
 
-
-class LeaveGroupResponse_v2(Response):  # type: ignore[misc]
-    """LeaveGroup response v2 (same layout as v1)."""
-
-    API_KEY = 13
-    API_VERSION = 2
-    SCHEMA = LeaveGroupResponse_v1.SCHEMA
-
-
-class LeaveGroupResponse_v3(Response):  # type: ignore[misc]
-    """LeaveGroup response v3: an error per departing member besides the top-level one."""
-
-    API_KEY = 13
-    API_VERSION = 3
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
-        ("error_code", Int16),
-        (
-            "members",
-            Array(("member_id", _STR), ("group_instance_id", _STR), ("error_code", Int16)),
-        ),
-    )
-
-
-class LeaveGroupRequest_v2(RequestStruct):  # type: ignore[misc]
-    """LeaveGroup v2 (same layout as v0)."""
-
-    API_KEY = 13
-    API_VERSION = 2
-    RESPONSE_TYPE = LeaveGroupResponse_v2
-    SCHEMA = LeaveGroupRequest_v0.SCHEMA
-
-
-class LeaveGroupRequest_v3(RequestStruct):  # type: ignore[misc]
-    """LeaveGroup v3: a batch of ``(member_id, group_instance_id)`` leaving together."""
-
-    API_KEY = 13
-    API_VERSION = 3
-    RESPONSE_TYPE = LeaveGroupResponse_v3
-    SCHEMA = Schema(
-        ("group", _STR),
-        ("members", Array(("member_id", _STR), ("group_instance_id", _STR))),
-    )
-
-
-_LeaveGroupStruct: TypeAlias = (
-    LeaveGroupRequest_v0 | LeaveGroupRequest_v1 | LeaveGroupRequest_v2 | LeaveGroupRequest_v3
+_LEAVE_GROUP_V3 = Schema(
+    ("group", _STR), ("members", Array(("member_id", _STR), ("group_instance_id", _STR)))
+)
+_LEAVE_GROUP_RESPONSE_V3 = Schema(
+    ("throttle_time_ms", Int32),
+    ("error_code", Int16),
+    ("members", Array(("member_id", _STR), ("group_instance_id", _STR), ("error_code", Int16))),
 )
 
 
-class LeaveGroupRequest(Request[_LeaveGroupStruct]):  # type: ignore[misc]
-    """LeaveGroup v0-v3 for one member (this one)."""
+class LeaveGroupRequest(Request[RequestStruct]):  # type: ignore[misc]
+    """LeaveGroup v0-v3 for one member (this one); v3's response has an error per member."""
 
     API_KEY = 13
 
@@ -203,7 +149,7 @@ class LeaveGroupRequest(Request[_LeaveGroupStruct]):  # type: ignore[misc]
         self._member_id = member_id
         self._instance_id = group_instance_id
 
-    def build(self, request_struct_class: type[_LeaveGroupStruct]) -> _LeaveGroupStruct:
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (the members array from v3 on)."""
         version = request_struct_class.API_VERSION
         _static_needs("LeaveGroup", version, 3, self._instance_id)
@@ -212,10 +158,19 @@ class LeaveGroupRequest(Request[_LeaveGroupStruct]):  # type: ignore[misc]
         return request_struct_class(self._group, [(self._member_id, self._instance_id)])
 
 
+LeaveGroupRequest._CLASSES = (
+    LeaveGroupRequest_v0,
+    LeaveGroupRequest_v1,
+    _version(13, 2, LeaveGroupRequest_v0.SCHEMA, LeaveGroupResponse_v1.SCHEMA, "LeaveGroup"),
+    _version(13, 3, _LEAVE_GROUP_V3, _LEAVE_GROUP_RESPONSE_V3, "LeaveGroup"),
+)
+
+
 # --------------------------------------------------------------------------- OffsetCommit
 
 
-def _offset_commit_schema(*, retention: bool, epoch: bool, instance: bool) -> Schema:
+def _offset_commit_schema(*, epoch: bool, instance: bool) -> Schema:
+    """OffsetCommit v5+ (no retention time), optionally with leader epochs and instance id."""
     header: list[tuple[str, object]] = [
         ("consumer_group", _STR),
         ("consumer_group_generation_id", Int32),
@@ -223,8 +178,6 @@ def _offset_commit_schema(*, retention: bool, epoch: bool, instance: bool) -> Sc
     ]
     if instance:
         header.append(("group_instance_id", _STR))
-    if retention:
-        header.append(("retention_time", Int64))
     partition: list[tuple[str, object]] = [("partition", Int32), ("offset", Int64)]
     if epoch:
         partition.append(("committed_leader_epoch", Int32))
@@ -232,88 +185,11 @@ def _offset_commit_schema(*, retention: bool, epoch: bool, instance: bool) -> Sc
     return Schema(*header, ("topics", Array(("topic", _STR), ("partitions", Array(*partition)))))
 
 
-class OffsetCommitResponse_v4(Response):  # type: ignore[misc]
-    """OffsetCommit response v4 (same layout as v3)."""
-
-    API_KEY = 8
-    API_VERSION = 4
-    SCHEMA = OffsetCommitResponse_v3.SCHEMA
-
-
-class OffsetCommitResponse_v5(Response):  # type: ignore[misc]
-    """OffsetCommit response v5 (same layout as v3)."""
-
-    API_KEY = 8
-    API_VERSION = 5
-    SCHEMA = OffsetCommitResponse_v3.SCHEMA
-
-
-class OffsetCommitResponse_v6(Response):  # type: ignore[misc]
-    """OffsetCommit response v6 (same layout as v3)."""
-
-    API_KEY = 8
-    API_VERSION = 6
-    SCHEMA = OffsetCommitResponse_v3.SCHEMA
-
-
-class OffsetCommitResponse_v7(Response):  # type: ignore[misc]
-    """OffsetCommit response v7 (same layout as v3)."""
-
-    API_KEY = 8
-    API_VERSION = 7
-    SCHEMA = OffsetCommitResponse_v3.SCHEMA
-
-
-class OffsetCommitRequest_v4(RequestStruct):  # type: ignore[misc]
-    """OffsetCommit v4 (same layout as v2)."""
-
-    API_KEY = 8
-    API_VERSION = 4
-    RESPONSE_TYPE = OffsetCommitResponse_v4
-    SCHEMA = OffsetCommitRequest_v2.SCHEMA
-
-
-class OffsetCommitRequest_v5(RequestStruct):  # type: ignore[misc]
-    """OffsetCommit v5: ``retention_time`` is gone (the broker's retention applies)."""
-
-    API_KEY = 8
-    API_VERSION = 5
-    RESPONSE_TYPE = OffsetCommitResponse_v5
-    SCHEMA = _offset_commit_schema(retention=False, epoch=False, instance=False)
-
-
-class OffsetCommitRequest_v6(RequestStruct):  # type: ignore[misc]
-    """OffsetCommit v6: adds ``committed_leader_epoch`` per partition."""
-
-    API_KEY = 8
-    API_VERSION = 6
-    RESPONSE_TYPE = OffsetCommitResponse_v6
-    SCHEMA = _offset_commit_schema(retention=False, epoch=True, instance=False)
-
-
-class OffsetCommitRequest_v7(RequestStruct):  # type: ignore[misc]
-    """OffsetCommit v7: adds ``group_instance_id``."""
-
-    API_KEY = 8
-    API_VERSION = 7
-    RESPONSE_TYPE = OffsetCommitResponse_v7
-    SCHEMA = _offset_commit_schema(retention=False, epoch=True, instance=True)
-
-
-_OffsetCommitStruct: TypeAlias = (
-    OffsetCommitRequest_v2
-    | OffsetCommitRequest_v3
-    | OffsetCommitRequest_v4
-    | OffsetCommitRequest_v5
-    | OffsetCommitRequest_v6
-    | OffsetCommitRequest_v7
-)
-
 #: committed_leader_epoch when the consumer does not track leader epochs.
 NO_LEADER_EPOCH = -1
 
 
-class OffsetCommitRequest(Request[_OffsetCommitStruct]):  # type: ignore[misc]
+class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
     """OffsetCommit v2-v7, with aiokafka's argument order plus ``group_instance_id``.
 
     ``topics``: ``[(topic, [(partition, offset, metadata)])]``.
@@ -339,7 +215,7 @@ class OffsetCommitRequest(Request[_OffsetCommitStruct]):  # type: ignore[misc]
         self._topics = topics
         self._instance_id = group_instance_id
 
-    def build(self, request_struct_class: type[_OffsetCommitStruct]) -> _OffsetCommitStruct:
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (see the module docstring for the changes)."""
         version = request_struct_class.API_VERSION
         _static_needs("OffsetCommit", version, 7, self._instance_id)
@@ -358,49 +234,27 @@ class OffsetCommitRequest(Request[_OffsetCommitStruct]):  # type: ignore[misc]
         return request_struct_class(*head, self._instance_id, with_epoch)
 
 
-# --------------------------------------------------------------------------- JoinGroup
-
-
-class JoinGroupResponse_v3(Response):  # type: ignore[misc]
-    """JoinGroup response v3 (same layout as v2)."""
-
-    API_KEY = 11
-    API_VERSION = 3
-    SCHEMA = JoinGroupResponse_v2.SCHEMA
-
-
-class JoinGroupResponse_v4(Response):  # type: ignore[misc]
-    """JoinGroup response v4 (same layout as v2)."""
-
-    API_KEY = 11
-    API_VERSION = 4
-    SCHEMA = JoinGroupResponse_v2.SCHEMA
-
-
-class JoinGroupRequest_v3(RequestStruct):  # type: ignore[misc]
-    """JoinGroup v3 (same layout as v1)."""
-
-    API_KEY = 11
-    API_VERSION = 3
-    RESPONSE_TYPE = JoinGroupResponse_v3
-    SCHEMA = JoinGroupRequest_v1.SCHEMA
-
-
-class JoinGroupRequest_v4(RequestStruct):  # type: ignore[misc]
-    """JoinGroup v4 (same layout as v1; the broker may answer MEMBER_ID_REQUIRED)."""
-
-    API_KEY = 11
-    API_VERSION = 4
-    RESPONSE_TYPE = JoinGroupResponse_v4
-    SCHEMA = JoinGroupRequest_v1.SCHEMA
-
-
-_JoinGroupStruct: TypeAlias = (
-    JoinGroupRequest_v2 | JoinGroupRequest_v3 | JoinGroupRequest_v4 | JoinGroupRequest_v5
+_COMMIT_RESPONSE = OffsetCommitResponse_v3.SCHEMA
+OffsetCommitRequest._CLASSES = (
+    OffsetCommitRequest_v2,
+    OffsetCommitRequest_v3,
+    _version(8, 4, OffsetCommitRequest_v2.SCHEMA, _COMMIT_RESPONSE, "OffsetCommit"),
+    _version(
+        8, 5, _offset_commit_schema(epoch=False, instance=False), _COMMIT_RESPONSE, "OffsetCommit"
+    ),
+    _version(
+        8, 6, _offset_commit_schema(epoch=True, instance=False), _COMMIT_RESPONSE, "OffsetCommit"
+    ),
+    _version(
+        8, 7, _offset_commit_schema(epoch=True, instance=True), _COMMIT_RESPONSE, "OffsetCommit"
+    ),
 )
 
 
-class JoinGroupRequest(Request[_JoinGroupStruct]):  # type: ignore[misc]
+# --------------------------------------------------------------------------- JoinGroup
+
+
+class JoinGroupRequest(Request[RequestStruct]):  # type: ignore[misc]
     """JoinGroup v2-v5 (v2 is Kafka 4.0's floor; v5 carries ``group_instance_id``)."""
 
     API_KEY = 11
@@ -423,7 +277,7 @@ class JoinGroupRequest(Request[_JoinGroupStruct]):  # type: ignore[misc]
         self._protocol_type = protocol_type
         self._protocols = group_protocols
 
-    def build(self, request_struct_class: type[_JoinGroupStruct]) -> _JoinGroupStruct:
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (the instance id from v5 on)."""
         version = request_struct_class.API_VERSION
         _static_needs("JoinGroup", version, 5, self._instance_id)
@@ -433,32 +287,19 @@ class JoinGroupRequest(Request[_JoinGroupStruct]):  # type: ignore[misc]
         return request_struct_class(*head, self._instance_id, self._protocol_type, self._protocols)
 
 
-# --------------------------------------------------------------------------- SyncGroup
-
-
-class SyncGroupResponse_v2(Response):  # type: ignore[misc]
-    """SyncGroup response v2 (same layout as v1)."""
-
-    API_KEY = 14
-    API_VERSION = 2
-    SCHEMA = SyncGroupResponse_v1.SCHEMA
-
-
-class SyncGroupRequest_v2(RequestStruct):  # type: ignore[misc]
-    """SyncGroup v2 (same layout as v0)."""
-
-    API_KEY = 14
-    API_VERSION = 2
-    RESPONSE_TYPE = SyncGroupResponse_v2
-    SCHEMA = SyncGroupRequest_v0.SCHEMA
-
-
-_SyncGroupStruct: TypeAlias = (
-    SyncGroupRequest_v0 | SyncGroupRequest_v1 | SyncGroupRequest_v2 | SyncGroupRequest_v3
+JoinGroupRequest._CLASSES = (
+    JoinGroupRequest_v2,
+    # v3 and v4 change only broker behaviour (v4: MEMBER_ID_REQUIRED), not the layout.
+    _version(11, 3, JoinGroupRequest_v2.SCHEMA, JoinGroupResponse_v2.SCHEMA, "JoinGroup"),
+    _version(11, 4, JoinGroupRequest_v2.SCHEMA, JoinGroupResponse_v2.SCHEMA, "JoinGroup"),
+    JoinGroupRequest_v5,
 )
 
 
-class SyncGroupRequest(Request[_SyncGroupStruct]):  # type: ignore[misc]
+# --------------------------------------------------------------------------- SyncGroup
+
+
+class SyncGroupRequest(Request[RequestStruct]):  # type: ignore[misc]
     """SyncGroup v0-v3 (v3 carries ``group_instance_id``)."""
 
     API_KEY = 14
@@ -477,7 +318,7 @@ class SyncGroupRequest(Request[_SyncGroupStruct]):  # type: ignore[misc]
         self._instance_id = group_instance_id
         self._assignment = group_assignment
 
-    def build(self, request_struct_class: type[_SyncGroupStruct]) -> _SyncGroupStruct:
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (the instance id from v3 on)."""
         version = request_struct_class.API_VERSION
         _static_needs("SyncGroup", version, 3, self._instance_id)
@@ -485,3 +326,11 @@ class SyncGroupRequest(Request[_SyncGroupStruct]):  # type: ignore[misc]
         if version < 3:
             return request_struct_class(*head, self._assignment)
         return request_struct_class(*head, self._instance_id, self._assignment)
+
+
+SyncGroupRequest._CLASSES = (
+    SyncGroupRequest_v0,
+    SyncGroupRequest_v1,
+    _version(14, 2, SyncGroupRequest_v0.SCHEMA, SyncGroupResponse_v1.SCHEMA, "SyncGroup"),
+    SyncGroupRequest_v3,
+)
