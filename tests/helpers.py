@@ -1,10 +1,12 @@
-"""Shared test helpers: producing data with aiokafka's producer, a loopback TCP proxy."""
+"""Shared test helpers: producing data with aiokafka's producer, loopback TCP proxies."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import struct
+from collections.abc import Coroutine, Sequence
+from typing import Self
 
 from aiokafka import AIOKafkaProducer
 
@@ -117,3 +119,155 @@ class TcpProxy:
     def resume(self) -> None:
         """Forward bytes again."""
         self._flowing.set()
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One Kafka frame's payload (the 4-byte size prefix read and stripped)."""
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+class ProxyLink:
+    """One proxied client connection: the client's streams and (unless refused) the broker's."""
+
+    def __init__(
+        self,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
+    ) -> None:
+        self.client_reader, self.client_writer = client
+        self.upstream = upstream
+        # correlation id -> (api key, api version, client id) of requests awaiting an answer
+        self.pending: dict[int, tuple[int, int, str]] = {}
+        # A black-holed link forwards nothing in either direction but stays open.
+        self.blackholed = False
+
+    def close(self) -> None:
+        """Close both sides (each peer sees EOF/reset)."""
+        self.client_writer.close()
+        if self.upstream is not None:
+            self.upstream[1].close()
+
+
+class KafkaFrameProxy:
+    """A loopback proxy to ``127.0.0.1:target_port`` that forwards whole Kafka frames.
+
+    Subclasses read or change traffic through the hooks: :meth:`open_upstream`
+    (``None`` accepts the client without dialing the broker), :meth:`forward_request`,
+    :meth:`rewrite_response` and :meth:`forward_response`. Responses are matched to
+    their request's api key, version and client id by correlation id.
+    """
+
+    def __init__(self, target_port: int, listen_port: int = 0) -> None:
+        self.target_port = target_port
+        self.port = listen_port
+        self.links: set[ProxyLink] = set()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:PORT`` of the proxy."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def listening(self) -> bool:
+        """Whether new connections are accepted right now."""
+        return self._server is not None
+
+    async def __aenter__(self) -> Self:
+        await self.listen()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop_listening()
+        self.cut()
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def listen(self) -> None:
+        """Accept connections (again) on ``port`` (a free one the first time when 0)."""
+        if self._server is None:
+            self._server = await asyncio.start_server(
+                self._accept, "127.0.0.1", self.port, reuse_address=True
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+
+    def stop_listening(self) -> None:
+        """Close the listening socket: new connections are refused; live ones stay."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def cut(self) -> None:
+        """Close every live connection, both sides."""
+        for link in list(self.links):
+            link.close()
+        self.links.clear()
+
+    def _spawn(self, coro: Coroutine[None, None, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Dial the broker for a new client connection."""
+        return await asyncio.open_connection("127.0.0.1", self.target_port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream = await self.open_upstream()
+        except OSError:
+            writer.close()
+            return
+        link = ProxyLink((reader, writer), upstream)
+        self.links.add(link)
+        self._spawn(self._requests(link))
+        if upstream is not None:
+            self._spawn(self._responses(link, upstream[0]))
+
+    async def _requests(self, link: ProxyLink) -> None:
+        try:
+            while True:
+                frame = await read_frame(link.client_reader)
+                key, version, cid, id_len = struct.unpack_from(">hhih", frame, 0)
+                client_id = frame[10 : 10 + max(id_len, 0)].decode()
+                link.pending[cid] = (key, version, client_id)
+                await self.forward_request(link, frame)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            link.close()
+            self.links.discard(link)
+
+    async def _responses(self, link: ProxyLink, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                frame = await read_frame(reader)
+                (cid,) = struct.unpack_from(">i", frame, 0)
+                key, version, client_id = link.pending.pop(cid, (-1, -1, ""))
+                frame = self.rewrite_response(key, version, client_id, frame)
+                await self.forward_response(link, frame)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            link.close()
+            self.links.discard(link)
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        """Send a client's request frame on to the broker."""
+        assert link.upstream is not None
+        writer = link.upstream[1]
+        writer.write(struct.pack(">i", len(frame)) + frame)
+        await writer.drain()
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        """The response frame (correlation id first) to forward; unchanged by default."""
+        return frame
+
+    async def forward_response(self, link: ProxyLink, frame: bytes) -> None:
+        """Send a response frame on to the client."""
+        link.client_writer.write(struct.pack(">i", len(frame)) + frame)
+        await link.client_writer.drain()

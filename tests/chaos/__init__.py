@@ -1,0 +1,1 @@
+"""The chaos suite: member processes behind fault-injecting proxies (``make chaos``)."""
