@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test chaos lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ test: $(STAMP)
 	$(BIN)/ruff check consumergroup tests examples bench
 	$(BIN)/mypy --strict consumergroup
 	$(BIN)/pytest -q -p no:cacheprovider
+
+## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
+## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`.
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check consumergroup tests examples bench
