@@ -25,7 +25,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from .broker import BrokerConsumer
-from .partition import PartitionConsumer
+from .partition import Consumed, PartitionConsumer
 from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ class Consumer(AsyncResource):
         self._orphans: asyncio.Queue[PartitionConsumer] = asyncio.Queue()
         self._reroute_task: asyncio.Task[None] | None = None
         self._closed = False
+        # What readers took per partition, over every PartitionConsumer it had (metrics).
+        self._consumed: dict[TopicPartition, Consumed] = {}
 
     @property
     def client(self) -> Client:
@@ -112,6 +114,7 @@ class Consumer(AsyncResource):
                 buffer_size=self.config.channel_buffer_size,
                 fetch_size=self.config.consumer.fetch.default,
                 on_close=self._forget,
+                consumed=self._consumed.setdefault((topic, partition), Consumed()),
             )
             self._partitions[(topic, partition)] = pc
             out[(topic, partition)] = pc

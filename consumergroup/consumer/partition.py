@@ -32,6 +32,22 @@ if TYPE_CHECKING:
     from .records import RecordSet
 
 
+class Consumed:
+    """Records and bytes a partition's readers took, over its successive PartitionConsumers.
+
+    The owning :class:`~.consumer.Consumer` keeps one per partition, so the counts
+    survive rebalances (a Prometheus counter must not go back). Counted per record
+    set when the reader starts on it: ``records`` is an upper bound on a compacted
+    log, ``bytes`` the record set's size on the wire.
+    """
+
+    __slots__ = ("bytes", "records")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+
+
 class PartitionConsumer:
     """Reads one partition from a starting offset (sarama's ``PartitionConsumer``).
 
@@ -48,6 +64,7 @@ class PartitionConsumer:
         buffer_size: int,
         fetch_size: int,
         on_close: Callable[[PartitionConsumer], None],
+        consumed: Consumed | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -81,6 +98,8 @@ class PartitionConsumer:
         # "oldest"/"newest" when an out-of-range position awaits a ListOffsets reset.
         self._reset_to: str | None = None
         self._on_close = on_close
+        #: What the reader took so far (shared with earlier consumers of this partition).
+        self.consumed = consumed if consumed is not None else Consumed()
 
     def __repr__(self) -> str:
         return (
@@ -158,6 +177,8 @@ class PartitionConsumer:
                 records = self._chunks.popleft()
                 self._decoding = decoding = records.decode_batches(self._buffer_size)
                 self._release(records.count)
+                self.consumed.records += records.count  # per record set: metrics cost nothing
+                self.consumed.bytes += records.bytes_consumed
             try:
                 chunk = next(decoding, None)
             except CorruptMessageError as exc:

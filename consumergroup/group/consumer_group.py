@@ -128,6 +128,8 @@ class ConsumerGroup(AsyncResource):
                     high_water_mark=hwm,
                     lag=max(hwm - position, 0) if hwm >= 0 and position >= 0 else 0,
                     paused=pc.paused,
+                    records_consumed=pc.consumed.records,
+                    bytes_consumed=pc.consumed.bytes,
                 )
         return GroupStats(
             group_id=self.group_id,

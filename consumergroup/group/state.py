@@ -56,6 +56,11 @@ class PartitionStats:
     paused: bool
     #: Messages handed to the handler per second, over the last few seconds.
     messages_per_second: float = 0.0
+    #: Records this member's readers took from the partition since the group started
+    #: (over every session that claimed it; an upper bound on a compacted log).
+    records_consumed: int = 0
+    #: The bytes (record batches on the wire) those records came in.
+    bytes_consumed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,8 @@ class GroupStats:
                     "lag": p.lag,
                     "paused": p.paused,
                     "messages_per_second": p.messages_per_second,
+                    "records_consumed": p.records_consumed,
+                    "bytes_consumed": p.bytes_consumed,
                 }
                 for (topic, partition), p in sorted(self.partitions.items())
             ],

@@ -1,0 +1,256 @@
+"""What the FastAPI and aiohttp integrations share, free of either framework.
+
+* :class:`GroupRunner`: runs groups as background tasks of a web service and
+  stops them within a bound; a group that fails for good is logged and reported,
+  never raised into the server.
+* :class:`LoopLagMonitor`: the event loop's scheduling delay, for liveness.
+* :class:`ServiceHealth`: the three endpoints' answers (status code + JSON body,
+  or the Prometheus exposition), for the adapters to wrap in their responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError
+from ..group.consumer_group import ConsumerGroup
+from ..group.handler import ConsumerGroupHandler
+from ..group.state import GroupState
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from ..metrics import GroupMetrics
+
+log = logging.getLogger(__name__)
+
+#: Default bound on closing the groups when the service stops (s): final commit + LeaveGroup.
+CLOSE_TIMEOUT = 10.0
+#: Default loop lag past which /health/live answers 503 (s).
+STALL_THRESHOLD = 5.0
+#: How long a group's task may take to end once its close() returned or gave up (s).
+_GRACE = 2.0
+
+Groups = ConsumerGroup | Sequence[ConsumerGroup]
+JSON = dict[str, object]
+
+
+def as_groups(group_or_groups: Groups) -> list[ConsumerGroup]:
+    """One group or several, as a non-empty list (a clear error for anything else)."""
+    groups = [group_or_groups] if isinstance(group_or_groups, ConsumerGroup) else group_or_groups
+    groups = list(groups)
+    if not groups or not all(isinstance(g, ConsumerGroup) for g in groups):
+        raise ConfigurationError(
+            "expected a consumergroup.ConsumerGroup or a non-empty list of them, "
+            f"got {group_or_groups!r}"
+        )
+    return groups
+
+
+@dataclass
+class _Member:
+    group: ConsumerGroup
+    topics: list[str]
+    handler: ConsumerGroupHandler
+    task: asyncio.Task[None] | None = None
+
+
+class GroupRunner:
+    """Runs ``group.run(topics, handler)`` for each group in a background task.
+
+    :meth:`start` returns at once (the join happens in the background, so a web
+    server's startup does not wait for it); :meth:`stop` closes every group
+    (final commit, LeaveGroup) bounded by ``close_timeout``. A group whose
+    ``run()`` raises has failed for good: the error is logged and its state is
+    FAILED with the reason in ``stats().error``, which readiness reports.
+    """
+
+    def __init__(self, close_timeout: float = CLOSE_TIMEOUT) -> None:
+        if not close_timeout > 0:
+            raise ConfigurationError(f"close_timeout must be > 0 seconds, got {close_timeout!r}")
+        self.close_timeout = close_timeout
+        self._members: list[_Member] = []
+
+    def add(self, group_or_groups: Groups, topics: Sequence[str], handler: object) -> None:
+        """Run these groups (each on ``topics`` with ``handler``) once started."""
+        if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
+            raise ConfigurationError(
+                f"topics must be a non-empty list of topic names, got {topics!r}"
+            )
+        if not isinstance(handler, ConsumerGroupHandler):
+            raise ConfigurationError(
+                "handler must be a consumergroup.ConsumerGroupHandler instance "
+                f"(subclass it and define consume_claim), got {handler!r}"
+            )
+        for group in as_groups(group_or_groups):
+            if any(m.group is group for m in self._members):
+                raise ConfigurationError(f"{group!r} is already run by this service")
+            self._members.append(_Member(group, list(topics), handler))
+
+    @property
+    def groups(self) -> list[ConsumerGroup]:
+        """Every group this runner runs."""
+        return [m.group for m in self._members]
+
+    def start(self) -> None:
+        """Start one background task per group (returns at once)."""
+        for m in self._members:
+            if m.task is None:
+                m.task = asyncio.create_task(self._run(m), name=f"consumergroup-{m.group.group_id}")
+
+    async def _run(self, m: _Member) -> None:
+        try:
+            await m.group.run(m.topics, m.handler)
+        except Exception:
+            # The web server goes on: readiness reports the group FAILED, with the reason.
+            log.exception("consumer group %r stopped for good", m.group.group_id)
+
+    async def stop(self) -> None:
+        """Close every group (concurrently), bounded: the server never hangs on a group."""
+        if not self._members:
+            return
+        tasks = [m.task for m in self._members if m.task is not None]
+        closing = [
+            asyncio.create_task(m.group.close(timeout=self.close_timeout)) for m in self._members
+        ]
+        # close() honours its timeout; the grace is a backstop, then the tasks are cancelled.
+        _, late = await asyncio.wait([*closing, *tasks], timeout=self.close_timeout + _GRACE)
+        for task in late:
+            log.warning(
+                "consumer group task %s did not end in time; cancelling it", task.get_name()
+            )
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=_GRACE)
+        for task in closing:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("closing a consumer group failed", exc_info=task.exception())
+
+
+class LoopLagMonitor:
+    """Measures how late the event loop runs a task that sleeps ``interval`` seconds.
+
+    ``lag()`` is the larger of the last measured delay and how overdue the next
+    measurement is, so a probe served right after the loop was blocked sees the
+    stall even before the monitor's own task has run again.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self._last_tick: float | None = None
+        self._last_lag = 0.0
+
+    async def run(self) -> None:
+        """Measure until cancelled."""
+        if self._last_tick is None:  # else running() started the clock already
+            self._last_tick = time.monotonic()
+        try:
+            while True:
+                await asyncio.sleep(self.interval)
+                now = time.monotonic()
+                self._last_lag = max(now - self._last_tick - self.interval, 0.0)
+                self._last_tick = now
+        finally:
+            self._last_tick = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the monitor in a background task for the duration of the block."""
+        # The clock starts now: a loop blocked before the task first runs is a stall too.
+        self._last_tick = time.monotonic()
+        task = asyncio.create_task(self.run(), name="consumergroup-loop-lag")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def lag(self) -> float | None:
+        """The loop's scheduling delay (s); None while the monitor is not running."""
+        if self._last_tick is None:
+            return None
+        overdue = time.monotonic() - self._last_tick - self.interval
+        return max(self._last_lag, overdue, 0.0)
+
+
+def prometheus_available() -> bool:
+    """Whether ``prometheus_client`` is installed (the ``[prometheus]`` extra)."""
+    return importlib.util.find_spec("prometheus_client") is not None
+
+
+class ServiceHealth:
+    """The answers of ``GET /health/live``, ``/health/ready`` and ``/metrics``.
+
+    With ``metrics`` on and ``prometheus_client`` installed, every group added is
+    exported to ``registry`` (default: prometheus_client's global REGISTRY) from
+    the moment it is added, so no event before the first scrape is missed.
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[ConsumerGroup] = (),
+        *,
+        stall_threshold: float = STALL_THRESHOLD,
+        registry: CollectorRegistry | None = None,
+        metrics: bool = True,
+    ) -> None:
+        if not stall_threshold > 0:
+            raise ConfigurationError(
+                f"stall_threshold must be > 0 seconds, got {stall_threshold!r}"
+            )
+        self.stall_threshold = stall_threshold
+        self.monitor = LoopLagMonitor()
+        self.groups: list[ConsumerGroup] = []
+        self.exporter: GroupMetrics | None = None
+        if metrics and prometheus_available():
+            from ..metrics import GroupMetrics
+
+            self.exporter = GroupMetrics.of(registry)
+        self.add(groups)
+
+    def add(self, groups: Sequence[ConsumerGroup]) -> None:
+        """Report (and export) these groups too."""
+        for group in groups:
+            if group not in self.groups:
+                self.groups.append(group)
+                if self.exporter is not None:
+                    self.exporter.track(group)
+
+    def live(self) -> tuple[int, JSON]:
+        """200 while the loop's lag is under the threshold, 503 (``stalled``) above."""
+        lag = self.monitor.lag()
+        stalled = lag is not None and lag > self.stall_threshold
+        body: JSON = {
+            "status": "stalled" if stalled else "alive",
+            "loop_lag": lag,
+            "stall_threshold": self.stall_threshold,
+        }
+        return (503 if stalled else 200), body
+
+    def ready(self) -> tuple[int, JSON]:
+        """200 only while every group is STABLE with claims; 503 with the reasons else."""
+        groups = []
+        for group in self.groups:
+            stats = group.stats()
+            ready = stats.state is GroupState.STABLE and bool(stats.partitions)
+            groups.append({"ready": ready, **stats.as_dict()})
+        all_ready = bool(groups) and all(g["ready"] for g in groups)
+        body: JSON = {"status": "ready" if all_ready else "unavailable", "groups": groups}
+        return (200 if all_ready else 503), body
+
+    def metrics(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition of the registry, and its content type."""
+        from prometheus_client import generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        if self.exporter is None:
+            raise RuntimeError("metrics are off (metrics=False, or prometheus_client missing)")
+        return generate_latest(self.exporter.registry), CONTENT_TYPE_LATEST

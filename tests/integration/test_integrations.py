@@ -1,0 +1,236 @@
+"""The FastAPI and aiohttp integrations on the broker: lifespan, health, metrics.
+
+FastAPI runs in-process through ``httpx.ASGITransport`` with its lifespan driven
+by the test; aiohttp through its own test server and client. The groups are real
+members of real groups on the test broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+import consumergroup as cg
+from consumergroup.integrations.aiohttp import CONSUMER_GROUPS, setup_consumer_group
+from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.group_support import Recorder, group_config
+
+pytestmark = pytest.mark.slow
+
+JOIN_TIMEOUT = 30.0
+
+
+class Gated(Recorder):
+    """A Recorder whose handlers wait for ``gate`` before reading anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        await self.gate.wait()
+        await super().consume_claim(session, claim)
+
+
+class Stuck(cg.ConsumerGroupHandler):
+    """Ignores the session ending: only the runtime's cancellation stops it."""
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        await asyncio.sleep(3600)
+
+
+async def poll(get: object, path: str, status: int, timeout: float = JOIN_TIMEOUT) -> object:
+    """GET ``path`` until it answers ``status``; returns the JSON body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await get(path)  # type: ignore[operator]
+        code = resp.status_code if isinstance(resp, httpx.Response) else resp.status
+        body = resp.json() if isinstance(resp, httpx.Response) else await resp.json()
+        if code == status:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} still answers {code} after {timeout}s: {body}")
+        await asyncio.sleep(0.1)
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of metric ``name`` in an exposition: sorted labels -> value."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+@contextlib.asynccontextmanager
+async def fastapi_app(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app's lifespan running, and a client that talks to it in-process."""
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://app") as client,
+    ):
+        yield client
+
+
+async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [f"v{i}".encode() for i in range(20)])
+    group = cg.ConsumerGroup([bootstrap], unique(), group_config())
+    handler = Gated()
+    registry = CollectorRegistry()
+    app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], handler, close_timeout=10))
+    app.include_router(health_router(group, registry=registry))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        before = await client.get("/health/ready")  # the app has not started: no member yet
+        assert before.status_code == 503 and before.json()["groups"][0]["state"] == "starting"
+
+        async with app.router.lifespan_context(app):
+            body = await poll(client.get, "/health/ready", 200)
+            assert isinstance(body, dict) and body["status"] == "ready"
+            (stats,) = body["groups"]
+            assert stats["state"] == "stable" and stats["claims"] == {topic: [0, 1]}
+            assert (await client.get("/health/live")).status_code == 200
+
+            # Nothing handed out yet: the whole topic is lag.
+            deadline = time.monotonic() + JOIN_TIMEOUT
+            while True:
+                text = (await client.get("/metrics")).text
+                if sum(samples(text, "consumergroup_high_watermark").values()) == 20:
+                    break
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.1)
+            assert sum(samples(text, "consumergroup_lag").values()) == 20, text
+
+            handler.gate.set()
+            while len(handler.seen) < 20:
+                assert time.monotonic() < deadline, handler.seen
+                await asyncio.sleep(0.05)
+            text = (await client.get("/metrics")).text
+            lag = samples(text, "consumergroup_lag")
+            assert set(lag) == {
+                (("group", group.group_id), ("partition", str(p)), ("topic", topic))
+                for p in (0, 1)
+            }
+            assert set(lag.values()) == {0.0}, text
+            consumed = samples(text, "consumergroup_records_consumed_total")
+            assert sum(consumed.values()) == 20, text
+            state = samples(text, "consumergroup_state")
+            assert state[(("group", group.group_id), ("state", "stable"))] == 1.0
+
+        after = await client.get("/health/ready")
+        assert after.status_code == 503 and after.json()["groups"][0]["state"] == "closed"
+    assert group.state is cg.GroupState.CLOSED
+
+
+async def test_fastapi_a_group_failing_for_good_fails_readiness_not_the_server(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"poison"])
+    group = cg.ConsumerGroup([bootstrap], unique(), group_config())
+    handler = Recorder()
+    handler.fail_on = lambda msg: msg.value == b"poison"  # return_errors off: fatal
+    app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], handler, close_timeout=10))
+    app.include_router(health_router(group, registry=CollectorRegistry()))
+
+    @app.get("/hello")
+    async def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    async with fastapi_app(app) as client:
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        while group.state is not cg.GroupState.FAILED:
+            assert time.monotonic() < deadline, group.stats()
+            await asyncio.sleep(0.05)
+        ready = await client.get("/health/ready")
+        assert ready.status_code == 503
+        (stats,) = ready.json()["groups"]
+        assert stats["state"] == "failed" and not stats["ready"]
+        assert "boom" in stats["error"]
+        assert (await client.get("/health/live")).status_code == 200
+        assert (await client.get("/hello")).json() == {"hello": "world"}
+    assert group.state is cg.GroupState.FAILED  # close() of a failed group leaves it FAILED
+
+
+async def test_fastapi_liveness_fails_while_the_loop_stalls(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    group = cg.ConsumerGroup([bootstrap], unique(), group_config())
+    app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], Recorder(), close_timeout=10))
+    app.include_router(health_router(group, stall_threshold=0.5, metrics=False))
+    async with fastapi_app(app) as client:
+        assert (await client.get("/metrics")).status_code == 404  # metrics=False
+        live = await poll(client.get, "/health/live", 200)
+        assert isinstance(live, dict) and live["status"] == "alive"
+        time.sleep(1.5)  # noqa: ASYNC251 - the point: a handler blocking the loop
+        stalled = await client.get("/health/live")
+        assert stalled.status_code == 503, stalled.json()
+        assert stalled.json()["status"] == "stalled" and stalled.json()["loop_lag"] > 0.5
+        await poll(client.get, "/health/live", 200, timeout=10)
+
+
+async def test_fastapi_shutdown_is_bounded_by_close_timeout(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"x"])
+    config = group_config(consumer__group__rebalance__timeout=60.0)
+    group = cg.ConsumerGroup([bootstrap], unique(), config)
+    app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], Stuck(), close_timeout=1.0))
+    app.include_router(health_router(group, registry=CollectorRegistry()))
+    async with fastapi_app(app) as client:
+        await poll(client.get, "/health/ready", 200)
+        stopping = time.monotonic()
+    # The handler would hold the session for the 60 s rebalance timeout; the service
+    # gives the group 1 s (+ the runner's grace) and goes.
+    assert time.monotonic() - stopping < 10, time.monotonic() - stopping
+
+
+async def test_aiohttp_routes_and_cleanup_ctx(bootstrap: str, new_topic: TopicFactory) -> None:
+    topic = await new_topic(partitions=3)
+    await produce(bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    group = cg.ConsumerGroup([bootstrap], unique(), group_config())
+    handler = Recorder()
+    app = web.Application()
+    setup_consumer_group(app, group, [topic], handler, registry=CollectorRegistry())
+    assert app[CONSUMER_GROUPS] == [group]
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    async with client:  # starts the app: cleanup_ctx starts the group in the background
+        body = await poll(client.get, "/health/ready", 200)
+        assert isinstance(body, dict)
+        assert body["groups"][0]["claims"] == {topic: [0, 1, 2]}
+        live = await client.get("/health/live")
+        assert live.status == 200 and (await live.json())["status"] == "alive"
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        while len(handler.seen) < 30:
+            assert time.monotonic() < deadline, handler.seen
+            await asyncio.sleep(0.05)
+        resp = await client.get("/metrics")
+        assert resp.status == 200 and resp.content_type == "text/plain"
+        text = await resp.text()
+        assert sum(samples(text, "consumergroup_records_consumed_total").values()) == 30
+        assert set(samples(text, "consumergroup_lag").values()) == {0.0}, text
+    # Closing the client ran the cleanup: the group committed, left and closed.
+    assert group.state is cg.GroupState.CLOSED
