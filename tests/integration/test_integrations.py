@@ -42,7 +42,8 @@ class Gated(Recorder):
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
-        await self.gate.wait()
+        while not (self.gate.is_set() or session.done.is_set()):
+            await asyncio.sleep(0.05)
         await super().consume_claim(session, claim)
 
 
@@ -129,8 +130,7 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
             text = (await client.get("/metrics")).text
             lag = samples(text, "consumergroup_lag")
             assert set(lag) == {
-                (("group", group.group_id), ("partition", str(p)), ("topic", topic))
-                for p in (0, 1)
+                (("group", group.group_id), ("partition", str(p)), ("topic", topic)) for p in (0, 1)
             }
             assert set(lag.values()) == {0.0}, text
             consumed = samples(text, "consumergroup_records_consumed_total")

@@ -1,0 +1,121 @@
+"""consumergroup.metrics and the integrations' argument checks, without a broker.
+
+The groups here are never started: ``stats()`` of a fresh member and the
+observer events (called as the runtime calls them) are what is exported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import consumergroup as cg
+from consumergroup.integrations._service import GroupRunner, ServiceHealth
+from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+from consumergroup.metrics import METRIC_NAMES, GroupMetrics
+
+
+def exposition(registry: CollectorRegistry) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """sample name -> sorted labels -> value, parsed back from the text format."""
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    text = generate_latest(registry).decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_events_and_snapshot_are_exported_with_group_labels() -> None:
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry)
+    group = cg.ConsumerGroup(["127.0.0.1:9092"], "orders")
+    metrics.track(group)
+    g = (("group", "orders"),)
+
+    before = exposition(registry)
+    assert before["consumergroup_commit_failures_total"] == {g: 0.0}  # exists before any event
+    assert before["consumergroup_state"][(*g, ("state", "starting"))] == 1.0
+    assert before["consumergroup_state"][(*g, ("state", "stable"))] == 0.0
+    assert before["consumergroup_assigned_partitions"] == {g: 0.0}
+
+    group._notify("on_commit", 0.02, None)
+    group._notify("on_commit", 0.5, cg.KafkaConnectionError("refused"))
+    group._notify("on_heartbeat", cg.KafkaConnectionError("lost"))
+    group._notify("on_heartbeat", None)
+    group._notify("on_rebalance", 3.0)
+    group._notify("on_fetch", 0.1, 10, 1000)
+    after = exposition(registry)
+    assert after["consumergroup_commit_latency_seconds_count"] == {g: 2.0}
+    assert after["consumergroup_commit_latency_seconds_sum"] == {g: 0.52}
+    assert after["consumergroup_commit_failures_total"] == {g: 1.0}
+    assert after["consumergroup_heartbeat_failures_total"] == {g: 1.0}
+    assert after["consumergroup_rebalance_duration_seconds_count"] == {g: 1.0}
+    assert after["consumergroup_rebalance_duration_seconds_bucket"][(*g, ("le", "2.5"))] == 0.0
+    assert after["consumergroup_rebalance_duration_seconds_bucket"][(*g, ("le", "5.0"))] == 1.0
+    assert after["consumergroup_fetch_latency_seconds_count"] == {g: 1.0}
+    # Exactly the documented families (the per-partition ones, empty while nothing is
+    # claimed, included).
+    assert {family.name for family in registry.collect()} == set(METRIC_NAMES)
+
+
+def test_one_exporter_per_registry_and_one_member_per_group_id() -> None:
+    registry = CollectorRegistry()
+    metrics = GroupMetrics.of(registry)
+    assert GroupMetrics.of(registry) is metrics
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        GroupMetrics(registry)  # prometheus_client's own refusal: use of()
+    first = cg.ConsumerGroup(["127.0.0.1:9092"], "orders")
+    metrics.track(first)
+    metrics.track(first)  # idempotent
+    with pytest.raises(ValueError, match="its own CollectorRegistry"):
+        metrics.track(cg.ConsumerGroup(["127.0.0.1:9092"], "orders"))
+    assert metrics.groups() == [first]
+
+
+def test_missing_prometheus_client_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
+    monkeypatch.delitem(sys.modules, "consumergroup.metrics")
+    with pytest.raises(ImportError, match=r"pip install 'consumergroup\[prometheus\]'"):
+        importlib.import_module("consumergroup.metrics")
+    # The health endpoints work without it; only /metrics is left out.
+    router = health_router(cg.ConsumerGroup(["127.0.0.1:9092"], "g"))
+    assert {r.path for r in router.routes} == {"/health/live", "/health/ready"}  # type: ignore[attr-defined]
+
+
+def test_bad_arguments_get_clear_errors() -> None:
+    group = cg.ConsumerGroup(["127.0.0.1:9092"], "g")
+
+    class Handler(cg.ConsumerGroupHandler):
+        async def consume_claim(
+            self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+        ) -> None:
+            pass
+
+    with pytest.raises(cg.ConfigurationError, match="ConsumerGroupHandler instance"):
+        ConsumerGroupLifespan(group, ["t"], Handler)  # type: ignore[arg-type]  # the class
+    with pytest.raises(cg.ConfigurationError, match="list of topic names"):
+        ConsumerGroupLifespan(group, "t", Handler())
+    with pytest.raises(cg.ConfigurationError, match="ConsumerGroup or a non-empty list"):
+        ConsumerGroupLifespan([], ["t"], Handler())
+    with pytest.raises(cg.ConfigurationError, match="already run"):
+        ConsumerGroupLifespan(group, ["t"], Handler()).add(group, ["u"], Handler())
+    with pytest.raises(cg.ConfigurationError, match="close_timeout"):
+        GroupRunner(close_timeout=0)
+    with pytest.raises(cg.ConfigurationError, match="stall_threshold"):
+        ServiceHealth([group], stall_threshold=-1)
+
+
+def test_readiness_of_members_that_never_joined() -> None:
+    health = ServiceHealth([cg.ConsumerGroup(["127.0.0.1:9092"], "g")], metrics=False)
+    status, body = health.ready()
+    assert status == 503 and body["status"] == "unavailable"
+    assert body["groups"] == [
+        {"ready": False, **cg.ConsumerGroup(["127.0.0.1:9092"], "g").stats().as_dict()}
+    ]
+    assert ServiceHealth(metrics=False).ready()[0] == 503  # no group: never ready
+    status, live = health.live()
+    assert status == 200 and live["loop_lag"] is None  # the monitor is not running
