@@ -29,6 +29,7 @@ class Standalone:
     records: int  # values record-0, record-1, ...; also the default --max-messages
     keyed: bool = False  # keys key-0, key-1, ... alongside the values
     per_request: int | None = None  # records per produce call (None: all in one)
+    value: Callable[[int], bytes] | None = None  # record i's value, instead of record-i
 
 
 def stop_event() -> asyncio.Event:
@@ -71,7 +72,8 @@ async def broker_for(
     async with EmbeddedBroker() as broker:
         await broker.create_topic(topic, partitions=3)
         n = standalone.records
-        values = [f"record-{i}".encode() for i in range(n)]
+        make = standalone.value or (lambda i: f"record-{i}".encode())
+        values = [make(i) for i in range(n)]
         keys = [f"key-{i}".encode() for i in range(n)] if standalone.keyed else None
         step = standalone.per_request or n
         for start in range(0, n, step):
@@ -91,6 +93,8 @@ def run_example(
     standalone: Standalone,
     consume: Callable[[str, argparse.Namespace], Awaitable[object]],
     add_arguments: Callable[[argparse.ArgumentParser], object] | None = None,
+    topic: str = "example-topic",
+    service: bool = False,
 ) -> int:
     """Parse the command line, then ``await consume(bootstrap, args)``; return 0.
 
@@ -98,16 +102,18 @@ def run_example(
     ``add_arguments`` adds), BOOTSTRAP defaulting to ``$KAFKA_BOOTSTRAP_SERVERS``.
     Without a bootstrap the example consumes from an embedded broker filled as
     ``standalone`` says, and ``args.max_messages`` defaults to what it holds.
+    A ``service`` runs until stopped: it has no ``--max-messages``.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("bootstrap", nargs="?", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
-    parser.add_argument("--topic", default="example-topic")
+    parser.add_argument("--topic", default=topic)
     parser.add_argument("--group", default=group)
     if add_arguments is not None:
         add_arguments(parser)
-    parser.add_argument("--max-messages", type=int, default=None)
+    if not service:
+        parser.add_argument("--max-messages", type=int, default=None)
     args = parser.parse_args(argv)
-    if not args.max_messages:
+    if not service and not args.max_messages:
         args.max_messages = None if args.bootstrap else standalone.records
 
     async def run() -> None:

@@ -12,9 +12,12 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 import consumergroup as cg
@@ -138,3 +141,49 @@ async def test_manual_commit_on_a_given_bootstrap_commits_what_it_read(
     # Auto-commit is off: these offsets exist only because the example committed them.
     offsets = await committed(bootstrap, group, topic, 3)
     assert sum(offsets.values()) == 9, offsets
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("name", ["fastapi_service.py", "aiohttp_service.py"])
+async def test_service_standalone_serves_totals_health_and_metrics_then_stops(name: str) -> None:
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / name), "--port", str(port),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            deadline = time.monotonic() + 90
+            stats: dict[str, object] = {}
+            while stats.get("orders") != 60:
+                assert time.monotonic() < deadline, f"{name} never consumed the 60 orders: {stats}"
+                await asyncio.sleep(0.2)
+                with contextlib.suppress(httpx.TransportError):  # not listening yet
+                    stats = (await http.get("/stats")).json()
+            # 60 orders of five customers, amounts 1.5 + i % 7 (see examples/_orders.py).
+            assert stats["revenue"] == sum(1.5 + i % 7 for i in range(60))
+            assert stats["rejected"] == 0
+            ready = await http.get("/health/ready")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["groups"][0]["claims"] == {"orders": [0, 1, 2]}
+            assert (await http.get("/health/live")).status_code == 200
+            metrics = (await http.get("/metrics")).text
+            assert 'consumergroup_records_consumed_total{group="order-service"' in metrics
+        proc.send_signal(signal.SIGTERM)
+        # Shutting down closes the group (final commit, LeaveGroup) and the embedded broker.
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            kill_tree(proc)
+            await proc.wait()
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{out.decode()}{err.decode()}"
+    assert "Traceback" not in err.decode(), err.decode()

@@ -42,8 +42,13 @@ class Gated(Recorder):
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
-        while not (self.gate.is_set() or session.done.is_set()):
-            await asyncio.sleep(0.05)
+        waits = {
+            asyncio.ensure_future(self.gate.wait()),
+            asyncio.ensure_future(session.done.wait()),
+        }
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
         await super().consume_claim(session, claim)
 
 
