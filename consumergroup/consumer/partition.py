@@ -86,6 +86,8 @@ class PartitionConsumer:
         # kept here, not in the generator, so a new iteration resumes where one left off.
         self._current: list[ConsumerMessage] | None = None
         self._pos = 0
+        # One past the last message of the last chunk taken from ``_decoding`` (position).
+        self._handed = offset
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._closed = False
@@ -111,6 +113,19 @@ class PartitionConsumer:
     def next_offset(self) -> int:
         """The offset the next fetch asks for (one past the last buffered record)."""
         return self._offset
+
+    @property
+    def position(self) -> int:
+        """The offset of the next message the reader gets (behind ``next_offset`` by
+        what is buffered): lag is measured from here, not from what was fetched."""
+        current = self._current
+        if current is not None and self._pos < len(current):
+            return current[self._pos].offset  # messages() is part-way through a chunk
+        if self._decoding is not None:
+            return self._handed  # part-way through a record set
+        if self._chunks:
+            return self._chunks[0].start
+        return self._offset  # all fetched was handed out (trailing control batches too)
 
     @property
     def queued(self) -> int:
@@ -187,6 +202,7 @@ class PartitionConsumer:
                 self._fail_with("cannot decode fetched records", exc)
                 return None
             if chunk is not None:
+                self._handed = chunk[-1].offset + 1  # for position, per chunk
                 return chunk  # decode_batches never yields an empty list
             self._decoding = None
 

@@ -120,7 +120,7 @@ class ConsumerGroup(AsyncResource):
         if session is not None:
             for tp, claim in session._claims.items():
                 pc = claim._pc
-                position = pc.next_offset
+                position = pc.position
                 hwm = pc.high_water_mark_offset
                 partitions[tp] = PartitionStats(
                     position=position,

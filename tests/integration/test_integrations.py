@@ -239,3 +239,27 @@ async def test_aiohttp_routes_and_cleanup_ctx(bootstrap: str, new_topic: TopicFa
         assert set(samples(text, "consumergroup_lag").values()) == {0.0}, text
     # Closing the client ran the cleanup: the group committed, left and closed.
     assert group.state is cg.GroupState.CLOSED
+
+
+async def test_position_is_what_the_reader_got_not_what_was_fetched(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [f"v{i}".encode() for i in range(10)], partition=0)
+    async with cg.Consumer([bootstrap]) as consumer:
+        pc = await consumer.consume_partition(topic, 0, cg.OFFSET_OLDEST)
+        assert pc.position == 0
+        got = []
+        async for msg in pc.messages():
+            got.append(msg.offset)
+            if len(got) == 3:
+                break
+        while pc.next_offset < 10:  # the rest is fetched (and buffered), not handed out
+            await asyncio.sleep(0.05)
+        assert pc.position == 3
+        async for batch in pc.batches():
+            got.extend(m.offset for m in batch)
+            if got[-1] == 9:
+                break
+        assert got == list(range(10)) and pc.position == 10
+        await pc.close()
