@@ -254,7 +254,9 @@ async def test_position_is_what_the_reader_got_not_what_was_fetched(
             got.append(msg.offset)
             if len(got) == 3:
                 break
+        deadline = time.monotonic() + JOIN_TIMEOUT
         while pc.next_offset < 10:  # the rest is fetched (and buffered), not handed out
+            assert time.monotonic() < deadline, pc
             await asyncio.sleep(0.05)
         assert pc.position == 3
         async for batch in pc.batches():
