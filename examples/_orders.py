@@ -1,4 +1,4 @@
-"""The order-processing domain both service examples share: orders, totals, the handler.
+"""What both service examples share: the orders, their totals, the handler, the command line.
 
 An order is a JSON object ``{"order_id": "o-1", "customer": "c-2", "amount": 12.5}``.
 The handler folds each one into :class:`OrderTotals`, an in-memory aggregate the
@@ -8,10 +8,12 @@ constructor (no global), the same object the route reads.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 
-from _support import Standalone
+from _support import Standalone, run_example
 
 import consumergroup as cg
 
@@ -79,5 +81,24 @@ def sample_order(i: int) -> bytes:
     ).encode()
 
 
-#: What the embedded broker holds when no bootstrap is given.
-STANDALONE = Standalone(records=60, value=sample_order)
+def run_order_service(
+    argv: list[str] | None,
+    *,
+    framework: str,
+    serve: Callable[[str, argparse.Namespace], Awaitable[object]],
+    port: int,
+) -> int:
+    """The services' command line: ``[BOOTSTRAP] [--topic T] [--group G] [--port P]``.
+
+    Without a bootstrap, an embedded broker holds 60 orders in the topic.
+    """
+    return run_example(
+        argv,
+        description=f"An order-processing {framework} service on a consumer group.",
+        group="order-service",
+        topic="orders",
+        standalone=Standalone(records=60, value=sample_order),
+        consume=serve,
+        add_arguments=lambda p: p.add_argument("--port", type=int, default=port),
+        service=True,
+    )

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _orders import STANDALONE, OrderHandler, OrderTotals, order_config
-from _support import run_example, stop_event
+from _orders import OrderHandler, OrderTotals, order_config, run_order_service
+from _support import stop_event
 from aiohttp import web
 
 import consumergroup as cg
@@ -62,16 +62,7 @@ async def serve(bootstrap: str, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_example(
-        argv,
-        description="An order-processing aiohttp service on a consumer group.",
-        group="order-service",
-        topic="orders",
-        standalone=STANDALONE,
-        consume=serve,
-        add_arguments=lambda p: p.add_argument("--port", type=int, default=8080),
-        service=True,
-    )
+    return run_order_service(argv, framework="aiohttp", serve=serve, port=8080)
 
 
 if __name__ == "__main__":

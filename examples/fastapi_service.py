@@ -18,8 +18,8 @@ import argparse
 import sys
 
 import uvicorn
-from _orders import STANDALONE, OrderHandler, OrderTotals, order_config
-from _support import run_example, stop_event
+from _orders import OrderHandler, OrderTotals, order_config, run_order_service
+from _support import stop_event
 from fastapi import FastAPI, Request
 
 import consumergroup as cg
@@ -58,16 +58,7 @@ async def serve(bootstrap: str, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_example(
-        argv,
-        description="An order-processing FastAPI service on a consumer group.",
-        group="order-service",
-        topic="orders",
-        standalone=STANDALONE,
-        consume=serve,
-        add_arguments=lambda p: p.add_argument("--port", type=int, default=8000),
-        service=True,
-    )
+    return run_order_service(argv, framework="FastAPI", serve=serve, port=8000)
 
 
 if __name__ == "__main__":
