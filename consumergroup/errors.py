@@ -84,6 +84,7 @@ __all__ = [
     "KafkaError",
     "KafkaStorageError",
     "LeaderNotAvailableError",
+    "ListenerMismatchError",
     "ListenerNotFoundError",
     "LogDirNotFoundError",
     "MemberIdRequiredError",
@@ -192,6 +193,15 @@ class NoBrokersAvailableError(ConsumerGroupError):
     """
 
 
+class ListenerMismatchError(ConsumerGroupError):
+    """The address answers, but not as the configured Kafka listener does.
+
+    Something other than Kafka listens there (an HTTP server, SSH, ...), or TLS
+    is set on one side only. Not retriable: trying again gives the same answer;
+    the message names what was seen and what to change.
+    """
+
+
 class ClosedError(ConsumerGroupError):
     """The consumer, group, client or connection is closed."""
 
@@ -228,7 +238,11 @@ class ConsumerError(ConsumerGroupError):
     def __str__(self) -> str:
         details = [self.message] if self.message else []
         if self.cause is not None:
-            details.append(str(self.cause) or type(self.cause).__name__)
+            cause = str(self.cause) or type(self.cause).__name__
+            # Callers often build the message from the cause ("commit failed: {exc}"):
+            # say each cause once.
+            if cause not in self.message:
+                details.append(cause)
         what = ": ".join(details) or "unknown error"
         if self.topic is None:
             return f"consumer error: {what}"

@@ -218,3 +218,21 @@ def test_consumer_error_messages() -> None:
     assert not handler.retriable
     assert str(ConsumerError("fetch task crashed")) == "consumer error: fetch task crashed"
     assert str(ConsumerError()) == "consumer error: unknown error"
+
+
+def test_consumer_error_says_a_cause_once_when_the_message_quotes_it() -> None:
+    # Issue 8 #24: "auto-commit failed: none of the brokers answered (...) Details: ...:
+    # none of the brokers answered (...) Details: ..." said the cause twice.
+    cause = NoBrokersAvailableError(
+        "none of the brokers answered (seeds: a:1). Details: a:1: refused"
+    )
+    err = ConsumerError(f"auto-commit failed: {cause}", cause=cause)
+    text = str(err)
+    assert text.count("none of the brokers answered") == 1
+    assert text.count("Details:") == 1
+    assert text == f"consumer error: auto-commit failed: {cause}"
+    # A message that does not quote its cause still gets it appended, once.
+    kafka_cause = errors.NotCoordinatorError("OffsetCommit to b:2")
+    err = ConsumerError("final commit failed", topic="t", partition=3, cause=kafka_cause)
+    assert str(err) == f"error while consuming t/3: final commit failed: {kafka_cause}"
+    assert str(err).count("NotCoordinatorError") == 1
