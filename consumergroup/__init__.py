@@ -13,6 +13,9 @@ Public API (re-exports only; see docs/architecture.md for where each lives)::
         await group.run(["topic-a"], Handler())
 """
 
+import importlib
+from types import ModuleType
+
 from .balance import (
     BalanceStrategy,
     CooperativeStickyAssignor,
@@ -77,3 +80,10 @@ __all__ = [
     "StickyAssignor",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``cg.testing`` without importing it (and the broker launcher) on ``import consumergroup``."""
+    if name == "testing":
+        return importlib.import_module(f"{__name__}.testing")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

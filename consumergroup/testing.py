@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
+import re
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -63,6 +67,43 @@ def find_tansu() -> str:
     )
 
 
+#: Where brokers keep their log directories: ``tansu-<owner pid>-<random>``.
+_RUNTIME_DIR = Path(tempfile.gettempdir()) / "consumergroup-tansu"
+_OWNED = re.compile(r"tansu-(\d+)-")
+_PR_SET_PDEATHSIG = 1
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _sweep_orphaned_dirs() -> None:
+    """Remove log directories whose owner died without closing its broker (kill -9)."""
+    with contextlib.suppress(OSError):
+        for path in _RUNTIME_DIR.iterdir():
+            owner = _OWNED.match(path.name)
+            if owner and not _pid_alive(int(owner.group(1))):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _die_with_parent(owner: int) -> None:
+    """Runs in the forked child before exec: ask Linux for SIGKILL when the owner dies.
+
+    The kernel sends it when the forking *thread* exits, which for an asyncio
+    subprocess is the event loop's thread.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != owner:  # the owner died between fork and prctl
+        os._exit(1)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
@@ -85,7 +126,9 @@ class EmbeddedBroker(AsyncResource):
         self.advertised_port = advertised_port or self.port
         self.start_timeout = start_timeout
         self._proc: asyncio.subprocess.Process | None = None
-        self._logdir = Path(tempfile.mkdtemp(prefix="tansu-"))
+        _sweep_orphaned_dirs()
+        _RUNTIME_DIR.mkdir(parents=True, exist_ok=True)
+        self._logdir = Path(tempfile.mkdtemp(prefix=f"tansu-{os.getpid()}-", dir=_RUNTIME_DIR))
 
     @property
     def bootstrap(self) -> str:
@@ -102,6 +145,9 @@ class EmbeddedBroker(AsyncResource):
         binary = find_tansu()
         url = f"tcp://127.0.0.1:{self.port}"
         advertised = f"tcp://127.0.0.1:{self.advertised_port}"
+        owner = os.getpid()
+        # On Linux the broker dies with this process even when it is SIGKILLed (no close()).
+        pdeathsig = (lambda: _die_with_parent(owner)) if sys.platform == "linux" else None
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
@@ -116,6 +162,7 @@ class EmbeddedBroker(AsyncResource):
                 stdout=log,
                 stderr=log,
                 env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
+                preexec_fn=pdeathsig,
             )
         try:
             await self._wait_ready()
