@@ -26,14 +26,16 @@ log = logging.getLogger(__name__)
 class LoopWatchdog:
     """Reports event-loop stalls longer than ``threshold`` seconds.
 
-    ``tick()`` must be awaited in a task on the watched loop (it runs until
-    cancelled); ``stalls`` counts the stalls seen, ``longest`` the longest one.
+    ``run()`` must be awaited in a task on the watched loop (it runs until
+    cancelled); ``stalls`` counts the stalls seen, ``longest`` the longest one,
+    ``lag`` is the loop's lateness at its last tick.
     """
 
     def __init__(self, threshold: float, describe: Callable[[FrameType | None], str]) -> None:
         self.threshold = threshold
         self.stalls = 0
         self.longest = 0.0
+        self._lag = 0.0
         # Written by the loop (tick), read by the thread: a float store is atomic.
         self._last = time.monotonic()
         self._describe = describe
@@ -41,21 +43,31 @@ class LoopWatchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def lag(self) -> float:
+        """Seconds the loop woke up late at the last tick (0.0 on an idle, healthy loop)."""
+        return self._lag
+
     async def run(self) -> None:
         """Refresh the timestamp a few times per threshold, with the watcher thread alive."""
         self._loop_thread = threading.get_ident()
         self._last = time.monotonic()
-        self._thread = threading.Thread(
+        thread = self._thread = threading.Thread(
             target=self._watch, name="consumergroup-watchdog", daemon=True
         )
-        self._thread.start()
+        thread.start()
+        period = self.threshold / 4
         try:
             while True:
                 self._last = time.monotonic()
-                await anyio.sleep(self.threshold / 4)
+                await anyio.sleep(period)
+                self._lag = max(0.0, time.monotonic() - self._last - period)
         finally:
             self._stop.set()
-            self._thread.join(timeout=1.0)
+            # Wait for the thread off the loop: it may be mid-report (reading a stack,
+            # logging); a join here would block every other task meanwhile.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(thread.join)
 
     def _watch(self) -> None:
         reported = False

@@ -13,6 +13,8 @@ import hmac
 import secrets
 from typing import TYPE_CHECKING
 
+import anyio
+
 from ..errors import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
@@ -119,5 +121,7 @@ async def authenticate(conn: BrokerConnection, sasl: SASLConfig) -> None:
         return
     scram = ScramClient(sasl.mechanism, sasl.user, sasl.password)
     server_first = await _exchange(conn, scram.first_message())
-    server_final = await _exchange(conn, scram.final_message(server_first))
+    # PBKDF2 (4,096+ HMAC rounds) would stall heartbeats and fetches on the loop.
+    final = await anyio.to_thread.run_sync(scram.final_message, server_first)
+    server_final = await _exchange(conn, final)
     scram.verify_server_final(server_final)

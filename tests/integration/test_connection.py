@@ -15,11 +15,13 @@ import hashlib
 import hmac
 import os
 import struct
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from io import BytesIO
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -691,6 +693,29 @@ async def test_sasl_authenticates_before_any_other_request(mechanism: str) -> No
             ]
         finally:
             await conn.close()
+
+
+async def test_scram_key_derivation_runs_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 8 #13: PBKDF2 (thousands of HMAC rounds) ran on the loop and stalled it.
+    from consumergroup.net import sasl
+
+    threads: list[int] = []
+
+    def pbkdf2_hmac(*args: Any) -> bytes:
+        threads.append(threading.get_ident())
+        return hashlib.pbkdf2_hmac(*args)
+
+    shim = SimpleNamespace(pbkdf2_hmac=pbkdf2_hmac, new=hashlib.new)
+    monkeypatch.setattr(sasl, "hashlib", shim)
+    script = SaslScript(mechanisms=["SCRAM-SHA-256"])
+    async with ScriptedBroker(script=script, versions=dict(SASL_VERSIONS)) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), sasl_config("SCRAM-SHA-256"))
+        await conn.close()
+    assert script.authenticated
+    assert len(threads) == 1
+    assert threads[0] != threading.get_ident()
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
