@@ -9,11 +9,12 @@ bad value, the allowed range and what to do.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import ssl
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Literal, NoReturn, get_args
 
 from .errors import ConfigurationError
@@ -151,7 +152,22 @@ def _check_section(path: str, value: object, expected: type[_Section]) -> None:
     value._check(path)
 
 
-class _Section(ABC):
+class _Fields:
+    """Refuses to set an attribute that is not a field: a typo must not pass silently."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        known = [f.name for f in fields(self)]  # type: ignore[arg-type]
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigurationError(
+                f"{type(self).__name__} has no field {name!r}: {hint}"
+                f"its fields are {', '.join(known)}"
+            )
+        object.__setattr__(self, name, value)
+
+
+class _Section(_Fields, ABC):
     """A config dataclass that checks its own fields."""
 
     @abstractmethod
@@ -251,7 +267,8 @@ class NetConfig(_Section):
             (sarama: ``DialTimeout``).
         read_timeout: Seconds to wait for the response to one request
             (sarama: ``ReadTimeout``).
-        write_timeout: Seconds to wait for a request to be written
+        write_timeout: Seconds a request may wait for room in a full socket
+            send buffer before the connection is given up as dead
             (sarama: ``WriteTimeout``).
         max_open_requests: Requests in flight per connection (pipelining;
             sarama: ``MaxOpenRequests``).
@@ -502,12 +519,17 @@ class FetchConfig(_Section):
             (sarama: ``Fetch.Max``).
         max_bytes: Cap for a whole fetch response (Kafka ``fetch.max.bytes``;
             sarama: ``MaxResponseSize``).
+        check_crcs: Verify each record batch's CRC before handing its records
+            out; a mismatch fails the partition with CorruptMessageError (Kafka
+            ``check.crcs``). Off by default: TCP already checksums, and it costs
+            a pass over every byte fetched.
     """
 
     min: int = 1
     default: int = 1048576
     max: int = 0
     max_bytes: int = 52428800
+    check_crcs: bool = False
 
     def _check(self, path: str) -> None:
         _check_int32(f"{path}.min", self.min, "use e.g. 1", low=1, unit=" (bytes)")
@@ -523,6 +545,7 @@ class FetchConfig(_Section):
         _check_int32(
             f"{path}.max_bytes", self.max_bytes, "use e.g. 52428800", low=1, unit=" (bytes)"
         )
+        _check_type(f"{path}.check_crcs", self.check_crcs, bool, "use True or False")
 
 
 @dataclass
@@ -598,9 +621,6 @@ class ConsumerConfig(_Section):
         fetch: Fetch sizes.
         max_wait_time: Seconds the broker may wait for ``fetch.min`` bytes
             before answering a fetch (sarama: ``MaxWaitTime``).
-        max_processing_time: Seconds a handler may take to accept a message
-            before its partition stops being fetched until it catches up
-            (sarama: ``MaxProcessingTime``).
         return_errors: Deliver partition consumer errors to the errors
             channel instead of only logging them (sarama: ``Return.Errors``).
         isolation_level: ``"read_uncommitted"`` or ``"read_committed"``
@@ -612,7 +632,6 @@ class ConsumerConfig(_Section):
     retry: ConsumerRetryConfig = field(default_factory=ConsumerRetryConfig)
     fetch: FetchConfig = field(default_factory=FetchConfig)
     max_wait_time: float = 0.5
-    max_processing_time: float = 0.1
     return_errors: bool = False
     isolation_level: IsolationLevel = "read_uncommitted"
     offsets: OffsetsConfig = field(default_factory=OffsetsConfig)
@@ -622,7 +641,6 @@ class ConsumerConfig(_Section):
         _check_section(f"{path}.retry", self.retry, ConsumerRetryConfig)
         _check_section(f"{path}.fetch", self.fetch, FetchConfig)
         _check_int32_ms(f"{path}.max_wait_time", self.max_wait_time, "use e.g. 0.5")
-        _check_seconds(f"{path}.max_processing_time", self.max_processing_time, "use e.g. 0.1")
         _check_type(f"{path}.return_errors", self.return_errors, bool, "use True or False")
         _check_choice(
             f"{path}.isolation_level",
@@ -637,7 +655,7 @@ class ConsumerConfig(_Section):
 
 
 @dataclass
-class Config:
+class Config(_Fields):
     """Everything configurable, with sarama-like defaults (sarama: ``Config``).
 
     Attributes:

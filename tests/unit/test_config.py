@@ -74,7 +74,8 @@ def test_defaults_match_sarama_like_values() -> None:
     assert consumer.retry.backoff == 2.0
     assert (consumer.fetch.min, consumer.fetch.default, consumer.fetch.max) == (1, 1048576, 0)
     assert consumer.fetch.max_bytes == 52428800
-    assert (consumer.max_wait_time, consumer.max_processing_time) == (0.5, 0.1)
+    assert consumer.max_wait_time == 0.5
+    assert consumer.fetch.check_crcs is False
     assert not consumer.return_errors
     assert consumer.isolation_level == "read_uncommitted"
     offsets = consumer.offsets
@@ -165,7 +166,7 @@ BAD_VALUES: list[tuple[str, object]] = [
     ("consumer.fetch.max_bytes", 0),
     ("consumer.max_wait_time", 0),
     ("consumer.max_wait_time", 0.0001),
-    ("consumer.max_processing_time", 0),
+    ("consumer.fetch.check_crcs", 1),
     ("consumer.return_errors", "no"),
     ("consumer.isolation_level", "READ_COMMITTED"),
     ("consumer.isolation_level", None),
@@ -333,3 +334,39 @@ def test_configuration_error_is_a_value_error() -> None:
         config.validate()
     with pytest.raises(ConsumerGroupError):
         config.validate()
+
+
+@pytest.mark.parametrize(
+    ("path", "suggestion"),
+    [
+        ("consumer.offsets.inital", "initial"),
+        ("consumer.group.sesion_timeout", "session_timeout"),
+        ("net.read_timout", "read_timeout"),
+        ("client_di", "client_id"),
+        ("consumer.fetch.max_byte", "max_bytes"),
+    ],
+)
+def test_a_typo_in_a_field_name_raises_naming_the_closest_field(path: str, suggestion: str) -> None:
+    # Issue 8 #21: ``config.consumer.offsets.inital = ...`` used to be accepted and ignored.
+    config = Config()
+    leaf = path.rsplit(".", 1)[-1]
+    with pytest.raises(ConfigurationError, match=f"no field {leaf!r}: did you mean {suggestion!r}"):
+        _set(config, path, 1)
+    assert not hasattr(_get(config, path.rsplit(".", 1)[0]) if "." in path else config, leaf)
+
+
+def test_an_unknown_field_without_a_close_match_lists_the_fields() -> None:
+    config = Config()
+    with pytest.raises(ConfigurationError, match=r"its fields are .*initial") as info:
+        config.consumer.offsets.zzz = 1  # type: ignore[attr-defined]
+    assert "did you mean" not in str(info.value)
+
+
+def test_known_fields_still_set_and_construct() -> None:
+    config = Config(client_id="app", channel_buffer_size=10)
+    config.consumer.offsets.initial = OFFSET_OLDEST
+    config.net.tls.enable = False
+    config.consumer.fetch = type(config.consumer.fetch)(max=2 * 1048576)
+    config.validate()
+    assert (config.client_id, config.consumer.offsets.initial) == ("app", OFFSET_OLDEST)
+    assert config.consumer.fetch.max == 2 * 1048576
