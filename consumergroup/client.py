@@ -34,6 +34,7 @@ from .errors import (
     KafkaConnectionError,
     KafkaError,
     LeaderNotAvailableError,
+    ListenerMismatchError,
     NoBrokersAvailableError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
@@ -212,17 +213,23 @@ class Client(AsyncResource):
             if conn is not None and not conn.closed:
                 return conn
         errors: list[str] = []
+        mismatched = 0
         for host, port, node_id in candidates:
             try:
                 return await self._connect(host, port, "default", node_id)
+            except ListenerMismatchError as exc:
+                mismatched += 1
+                errors.append(str(exc))  # it names the address already
             except (
                 KafkaConnectionError,
                 RequestTimedOutError,
                 CorruptMessageError,
                 OSError,
             ) as exc:
-                # CorruptMessageError: something that is not a Kafka listener answered.
                 errors.append(f"{host}:{port}: {exc}")
+        if mismatched == len(candidates):
+            # Every address answered, none as a Kafka listener: retrying cannot help.
+            raise ListenerMismatchError("; ".join(dict.fromkeys(errors)))
         seeds = ", ".join(f"{h}:{p}" for h, p in self._seeds)
         raise NoBrokersAvailableError(
             f"none of the brokers answered (seeds: {seeds}; net.dial_timeout="

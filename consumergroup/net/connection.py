@@ -5,14 +5,16 @@ requests; it knows nothing of metadata, groups or fetching. Requests are
 pipelined: any number of callers may ``await send(...)`` at once, up to
 ``config.net.max_open_requests`` frames are on the wire, and each response is
 routed to its caller by correlation id. A dropped connection fails every
-waiting caller with :class:`KafkaConnectionError` (retriable) at once; nothing
-waits forever.
+waiting caller with :class:`KafkaConnectionError` (retriable) at once; so does
+a request timeout, which retires the connection (a silent peer is presumed
+gone; TCP keepalive catches the idle half-open ones). Nothing waits forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import struct
 from typing import Any
@@ -20,8 +22,10 @@ from typing import Any
 from ..config import Config
 from ..errors import (
     ClosedError,
+    ConsumerGroupError,
     CorruptMessageError,
     KafkaConnectionError,
+    ListenerMismatchError,
     RequestTimedOutError,
     UnsupportedVersionError,
     raise_for_code,
@@ -45,6 +49,47 @@ _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION = 35
 # A frame larger than this is not a Kafka response: the peer speaks another protocol.
 _MAX_FRAME = 1 << 30
+# Until the connection is open (ApiVersions, SASL) answers are small: a larger frame
+# means the peer is not a Kafka listener (a TLS alert reads as ~350 MB; "HTTP" as 1.2 GB).
+_MAX_HANDSHAKE_FRAME = 1 << 20
+# TCP keepalive: probe an idle connection after 30 s, every 10 s, give up after 3 misses,
+# so a half-open connection (peer gone without a FIN) dies in about a minute.
+_KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
+# A TLS handshake not done after this long is checked for a plaintext listener; each
+# diagnosis probe (plaintext ApiVersions, or a TLS handshake) is bounded by the second.
+_PROBE_AFTER = 1.0
+_PROBE_TIMEOUT = 2.0
+
+
+def _diagnose_frame(address: str, head: bytes, size: int) -> str:
+    """What a nonsensical first answer most likely means, in words."""
+    seen = f"broker {address} sent a frame of {size} bytes"
+    if head[:1] in (b"\x15", b"\x16") and head[1:2] == b"\x03":
+        return (
+            f"{seen} (a TLS record): the listener expects TLS; set net.tls.enable = True "
+            "or use the plaintext listener's port"
+        )
+    text = head.decode("ascii", "replace")
+    if head.isascii() and text.isprintable():
+        return (
+            f"{seen} (it starts with {text!r}): is this a Kafka listener? Another service "
+            "(HTTP, SSH, ...) answers on this port; or TLS where the listener expects plaintext?"
+        )
+    return (
+        f"{seen}: is this a Kafka listener? (or TLS where the listener expects plaintext, "
+        "or plaintext where it expects TLS?)"
+    )
+
+
+def _set_keepalive(sock: socket.socket | None) -> None:
+    """SO_KEEPALIVE (and the probe timing where the platform has the knobs)."""
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in _KEEPALIVE:
+        option = getattr(socket, name, None)
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 class _FrameProtocol(asyncio.Protocol):
@@ -58,10 +103,22 @@ class _FrameProtocol(asyncio.Protocol):
         self._conn = conn
         self._buf = bytearray()
         self.transport: asyncio.Transport | None = None
+        # Raised to _MAX_FRAME once the connection is open (see _MAX_HANDSHAKE_FRAME).
+        self.max_frame = _MAX_HANDSHAKE_FRAME
+        # Cleared while the transport's send buffer is over its high-water mark.
+        self.writable = asyncio.Event()
+        self.writable.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        _set_keepalive(transport.get_extra_info("socket"))
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
@@ -69,13 +126,12 @@ class _FrameProtocol(asyncio.Protocol):
         # Hand over every complete frame; keep the tail for the next chunk.
         while len(buf) >= 4:
             (size,) = _SIZE.unpack_from(buf, 0)
-            if size < 4 or size > _MAX_FRAME:
-                self._conn._fail(
-                    CorruptMessageError(
-                        f"broker {self._conn.address} sent a frame of {size} bytes: "
-                        "is this address a Kafka listener (and TLS set as the listener expects)?"
-                    )
-                )
+            if size < 4 or size > self.max_frame:
+                diagnosis = _diagnose_frame(self._conn.address, bytes(buf[:16]), size)
+                # Before the connection is open this is the wrong service, not line noise.
+                opening = self.max_frame == _MAX_HANDSHAKE_FRAME
+                error = ListenerMismatchError if opening else CorruptMessageError
+                self._conn._fail(error(diagnosis))
                 return
             end = 4 + size
             if len(buf) < end:
@@ -87,6 +143,7 @@ class _FrameProtocol(asyncio.Protocol):
             self._conn._on_frame(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.writable.set()  # a writer waiting for room sees the failure instead
         reason = f": {exc}" if exc else " by the peer"
         self._conn._fail(KafkaConnectionError(f"connection to {self._conn.address} closed{reason}"))
 
@@ -135,7 +192,16 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(config.net.dial_timeout):
                 await conn._connect()
-                await conn._negotiate()
+                try:
+                    await conn._negotiate()
+                except KafkaConnectionError:
+                    # Closed without a word: a TLS listener does that to plaintext bytes.
+                    if not config.net.tls.enable and await conn._speaks_tls():
+                        raise ListenerMismatchError(
+                            f"{conn.address} is a TLS listener but net.tls.enable is False: "
+                            "set net.tls.enable = True, or use the plaintext listener's port"
+                        ) from None
+                    raise
                 if config.net.sasl.enable:
                     from .sasl import authenticate
 
@@ -153,16 +219,52 @@ class BrokerConnection:
                 f"could not connect to {conn.address}: it accepted the connection but "
                 f"{exc.context}: check that this is a Kafka listener and the broker is healthy"
             ) from exc
+        except KafkaConnectionError as exc:
+            conn.abort()
+            if conn._protocol is None:  # the dial itself failed
+                raise
+            raise KafkaConnectionError(
+                f"{exc}, while the connection was being opened: if this persists, check that "
+                f"{conn.address} is a Kafka listener and that net.tls.enable matches it"
+            ) from exc
         except BaseException:
             conn.abort()
             raise
+        assert conn._protocol is not None
+        conn._protocol.max_frame = _MAX_FRAME
         return conn
 
     async def _connect(self) -> None:
         tls = self._config.net.tls
-        ctx: ssl.SSLContext | None = None
-        if tls.enable:
-            ctx = tls.context or ssl.create_default_context()
+        if not tls.enable:
+            await self._dial(None)
+            return
+        # A TLS handshake with a plaintext listener is never answered (the broker waits
+        # for a 350 MB "request"): if the handshake is slow, ask the port in plaintext.
+        dial = asyncio.create_task(self._dial(tls.context or ssl.create_default_context()))
+        try:
+            done, _ = await asyncio.wait({dial}, timeout=_PROBE_AFTER)
+            if not done and await self._speaks_plaintext_kafka():
+                raise self._plaintext_listener()
+            await dial
+        except (ssl.SSLError, ConnectionError) as exc:
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                raise ListenerMismatchError(
+                    f"TLS with {self.address} failed: {exc.verify_message}: pass an "
+                    "ssl.SSLContext that trusts the broker's CA as net.tls.context"
+                ) from exc
+            if await self._speaks_plaintext_kafka():
+                raise self._plaintext_listener() from exc
+            if isinstance(exc, ssl.SSLError):
+                raise ListenerMismatchError(
+                    f"TLS handshake with {self.address} failed ({exc}): is this a Kafka "
+                    "TLS listener?"
+                ) from exc
+            raise self._dial_failed(exc) from exc
+        finally:
+            dial.cancel()
+
+    async def _dial(self, ctx: ssl.SSLContext | None) -> None:
         loop = asyncio.get_running_loop()
         try:
             _, protocol = await loop.create_connection(
@@ -173,11 +275,49 @@ class BrokerConnection:
                 server_hostname=self.host if ctx else None,
             )
         except OSError as exc:
-            raise KafkaConnectionError(
-                f"could not connect to {self.address}: {exc}: check the address "
-                "and that the broker is up"
-            ) from exc
+            if ctx is not None and isinstance(exc, (ssl.SSLError, ConnectionError)):
+                raise  # _connect tells a plaintext listener from a broken TLS one
+            raise self._dial_failed(exc) from exc
         self._protocol = protocol
+
+    def _dial_failed(self, exc: OSError) -> KafkaConnectionError:
+        return KafkaConnectionError(
+            f"could not connect to {self.address}: {exc}: check the address "
+            "and that the broker is up"
+        )
+
+    def _plaintext_listener(self) -> ListenerMismatchError:
+        return ListenerMismatchError(
+            f"{self.address} is a plaintext Kafka listener but net.tls.enable is True: "
+            "set net.tls.enable = False, or use the broker's TLS listener port"
+        )
+
+    async def _speaks_plaintext_kafka(self) -> bool:
+        """Does the address answer ApiVersions without TLS (a diagnosis probe)?"""
+        probe = Config(client_id=self._config.client_id)
+        probe.net.dial_timeout = probe.net.read_timeout = _PROBE_TIMEOUT
+        try:
+            conn = await BrokerConnection.open(self.host, self.port, probe)
+        except (ConsumerGroupError, OSError):
+            return False
+        await conn.close()
+        return True
+
+    async def _speaks_tls(self) -> bool:
+        """Does the address complete a TLS handshake (a diagnosis probe)?"""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # only "is it TLS at all?" is asked
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(_PROBE_TIMEOUT):
+                transport, _ = await loop.create_connection(
+                    asyncio.Protocol, self.host, self.port, ssl=ctx
+                )
+        except (TimeoutError, OSError):  # ssl.SSLError is an OSError
+            return False
+        transport.close()
+        return True
 
     async def _negotiate(self) -> None:
         """ApiVersions: learn the broker's ranges (v2 first, v0 if the broker refuses v2)."""
@@ -248,17 +388,47 @@ class BrokerConnection:
             fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
             self._inflight[cid] = fut
             data = encode_request(struct_, cid, self._config.client_id)
-            self._protocol.transport.write(_SIZE.pack(len(data)) + data)
+            protocol, transport = self._protocol, self._protocol.transport
+            transport.write(_SIZE.pack(len(data)) + data)
             try:
+                if not protocol.writable.is_set():
+                    await self._drain(protocol)
                 async with asyncio.timeout(timeout):
                     return await fut
             except TimeoutError:
-                raise RequestTimedOutError(
+                # No answer: the peer or the path may be gone without a FIN (half-open).
+                # Retire the connection so the next request redials instead of waiting
+                # out the same silence; the other waiters fail retriably now.
+                self._inflight.pop(cid, None)
+                error = RequestTimedOutError(
                     f"{type(struct_).__name__} to {self.address} got no answer within "
                     f"{timeout}s (net.read_timeout)"
-                ) from None
+                )
+                self._fail(
+                    KafkaConnectionError(
+                        f"connection to {self.address} retired: a request on it got no "
+                        f"answer within {timeout}s"
+                    )
+                )
+                raise error from None
             finally:
                 self._inflight.pop(cid, None)
+
+    async def _drain(self, protocol: _FrameProtocol) -> None:
+        """Wait for room in a full send buffer, up to ``net.write_timeout``."""
+        limit = self._config.net.write_timeout
+        try:
+            async with asyncio.timeout(limit):
+                await protocol.writable.wait()
+        except TimeoutError:
+            self._fail(
+                KafkaConnectionError(
+                    f"connection to {self.address} dropped: the broker read nothing for "
+                    f"{limit}s (net.write_timeout) while requests waited to be sent"
+                )
+            )
+        if self._error is not None:
+            raise self._reraisable()
 
     def _on_frame(self, frame: bytes) -> None:
         (cid,) = _SIZE.unpack_from(frame, 0)

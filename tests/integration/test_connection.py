@@ -46,6 +46,7 @@ from consumergroup.errors import (
     ClosedError,
     CorruptMessageError,
     KafkaConnectionError,
+    ListenerMismatchError,
     RequestTimedOutError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
@@ -396,32 +397,31 @@ async def test_max_open_requests_caps_the_pipeline(bootstrap: str) -> None:
 # ------------------------------------------------------------------ timeouts and drops
 
 
-async def test_request_timeout_leaves_the_connection_usable() -> None:
+async def test_request_timeout_retires_the_connection() -> None:
     held: list[Received] = []
 
     async def script(fake: ScriptedBroker, req: Received) -> None:
-        if not held:
-            held.append(req)  # never answered in time
-            return
-        # The late answer to the first request arrives first: it must be dropped.
-        fake.reply(held[0], metadata_response("late"))
-        fake.reply(req, metadata_response("fresh"))
+        held.append(req)  # never answered in time
 
     async with ScriptedBroker(script=script) as fake:
         conn = await BrokerConnection.open(*split(fake.address), net_config(read_timeout=10.0))
         try:
+            other = asyncio.create_task(conn.send(MetadataRequest(["b"], False)))
             start = time.monotonic()
             with pytest.raises(RequestTimedOutError, match=r"0\.3s") as info:
                 await conn.send(MetadataRequest(["a"], False), timeout=0.3)
             assert time.monotonic() - start < 5
             assert info.value.retriable
             assert fake.address in str(info.value)
-            assert not conn.closed
+            # A silent peer is presumed gone: the connection is retired and the request
+            # sharing it fails at once, retriably, instead of waiting out its own timeout.
+            assert conn.closed
+            async with asyncio.timeout(5):
+                with pytest.raises(KafkaConnectionError, match="retired") as other_info:
+                    await other
+            assert other_info.value.retriable
             assert not conn._inflight
-            answer = await conn.send(MetadataRequest(["b"], False))
-            assert topics_of(answer) == ["fresh"]
-            assert held[0].decode(MetadataRequest_v1).topics == ["a"]
-            assert not conn.closed
+            assert sorted(r.decode(MetadataRequest_v1).topics[0] for r in held) == ["a", "b"]
         finally:
             await conn.close()
 
@@ -535,7 +535,7 @@ async def test_connecting_to_a_closed_port_fails_fast() -> None:
     ],
     ids=["http", "ssh", "negative-size"],
 )
-async def test_a_non_kafka_peer_is_a_corrupt_message_not_a_hang(garbage: bytes) -> None:
+async def test_a_non_kafka_peer_is_a_listener_mismatch_not_a_hang(garbage: bytes) -> None:
     async def talker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(1024)
         writer.write(garbage)
@@ -544,7 +544,7 @@ async def test_a_non_kafka_peer_is_a_corrupt_message_not_a_hang(garbage: bytes) 
 
     async with raw_server(talker) as address:
         start = time.monotonic()
-        with pytest.raises(CorruptMessageError, match="Kafka listener") as info:
+        with pytest.raises(ListenerMismatchError, match="Kafka listener") as info:
             await BrokerConnection.open(*split(address), net_config(dial_timeout=10.0))
         assert time.monotonic() - start < 5
         assert address in str(info.value)
