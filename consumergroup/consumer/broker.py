@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
-    ConsumerError,
     CorruptMessageError,
     KafkaConnectionError,
     KafkaError,
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 _MOVED = frozenset({3, 5, 6, 9, 56, 74, 75, 100})
 _OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _INT32_MAX = 2**31 - 1
+_BATCH_LENGTH = struct.Struct(">i")
 #: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
 _SHORT_POLL_MS = 1
 #: Bounds of the number of backlogged partitions named in one Fetch (see _select).
@@ -272,32 +273,39 @@ class BrokerConsumer:
                         fetch_offset,
                         read_committed=read_committed,
                         aborted_transactions=p[aborted_at] if read_committed else None,
+                        check_crcs=self._config.consumer.fetch.check_crcs,
                     )
                 except CorruptMessageError as exc:
                     # Refetching returns the same bytes: end this partition, not its mates.
                     self._give_up(pc, f"cannot decode the records at offset {fetch_offset}", exc)
                     continue
                 if scanned.next_offset == fetch_offset and scanned.partial:
-                    self._grow(pc)
+                    self._grow(pc, records)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
                 pc._deliver(scanned)
                 delivered += 1
         return delivered
 
-    def _grow(self, pc: PartitionConsumer) -> None:
-        """A batch did not fit in the partition's fetch size: double it, or skip past it."""
+    def _grow(self, pc: PartitionConsumer, records: Any) -> None:
+        """A batch did not fit in the partition's fetch size: double it, or fail at the cap.
+
+        At ``consumer.fetch.max`` the partition fails (its reader gets the error):
+        skipping the batch would lose its records, and nothing after it can be read.
+        """
         limit = self._config.consumer.fetch.max
         if limit and pc._fetch_size >= limit:
-            pc._offset += 1
-            err = ConsumerError(
-                f"the batch at offset {pc._offset - 1} is larger than consumer.fetch.max="
-                f"{limit} bytes; skipped it. Raise consumer.fetch.max to read it",
-                topic=pc.topic,
-                partition=pc.partition,
-                cause=MessageTooLargeError(),
+            size = f"more than {len(records)} bytes"
+            if len(records) >= 12:
+                # A batch starts with its base offset (int64) and length (int32, bytes after it).
+                size = f"{12 + _BATCH_LENGTH.unpack_from(records, 8)[0]} bytes"
+            self._give_up(
+                pc,
+                f"the record batch at offset {pc._offset} is {size}, larger than "
+                f"consumer.fetch.max={limit}: raise consumer.fetch.max to at least its size "
+                "(or to 0, no cap); the partition stops here, nothing after it is skipped",
+                MessageTooLargeError(f"record batch at offset {pc._offset}"),
             )
-            log.error("%s", err)
             return
         # Fetch sizes travel as int32: never double past it (sarama caps at MaxInt32 too).
         pc._fetch_size = min(pc._fetch_size * 2, limit or _INT32_MAX)

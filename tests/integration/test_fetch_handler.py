@@ -10,7 +10,6 @@ client.
 
 from __future__ import annotations
 
-import logging
 import struct
 from typing import Any
 
@@ -25,6 +24,7 @@ from consumergroup.consumer.partition import PartitionConsumer
 from consumergroup.errors import (
     ConsumerError,
     CorruptMessageError,
+    MessageTooLargeError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     TopicAuthorizationFailedError,
@@ -130,18 +130,27 @@ async def test_partial_trailing_batch_is_not_growth() -> None:
     assert (h.pc.next_offset, h.pc._fetch_size) == (3, 4096)
 
 
-async def test_growth_stops_at_fetch_max_and_skips(caplog: pytest.LogCaptureFixture) -> None:
-    """At consumer.fetch.max a batch that still does not fit is skipped, with an error logged."""
+async def test_growth_stops_at_fetch_max_and_fails_the_partition() -> None:
+    """At consumer.fetch.max a batch that still does not fit fails its partition, naming
+    the batch's size, its offset and the setting; nothing is skipped (issue 8 #9: it used
+    to skip one offset per round and only log)."""
     h = Harness(sized_config(default=64, limit=128), offset=7)
-    too_big = batch(7, 3, size=1024)[:64]
+    whole = batch(7, 3, size=1024)
+    too_big = whole[:64]
     h.handle(too_big)
     assert (h.pc._fetch_size, h.pc.next_offset) == (128, 7)
-    with caplog.at_level(logging.ERROR, logger="consumergroup.consumer.broker"):
-        h.handle(too_big)
-    assert h.pc.next_offset == 8  # skipped one offset, as sarama does
-    assert h.pc._fetch_size == 128
-    assert "consumer.fetch.max=128" in caplog.text
-    assert h.subscribed() and not h.pc.closed
+    h.handle(too_big)
+    assert h.pc.next_offset == 7
+    assert h.pc.closed and not h.subscribed()
+    with pytest.raises(ConsumerError) as info:
+        async for _ in h.pc.messages():
+            pass
+    text = str(info.value)
+    assert f"is {len(whole)} bytes" in text
+    assert "offset 7" in text
+    assert "consumer.fetch.max=128" in text
+    assert isinstance(info.value.cause, MessageTooLargeError)
+    assert not info.value.retriable
 
 
 async def test_growth_without_limit_stays_int32() -> None:
@@ -329,3 +338,23 @@ def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is
     h.bc._adapt(asked, served=0)
     _, asked = h.bc._select(pcs)
     assert asked == 16
+
+
+@pytest.mark.parametrize("check_crcs", [True, False])
+async def test_check_crcs_reaches_the_decoder(check_crcs: bool) -> None:
+    """consumer.fetch.check_crcs: a batch whose bytes changed after the producer's CRC
+    fails its partition when set (issue 8 #14: the option never reached the decoder)."""
+    config = cg.Config()
+    config.consumer.fetch.check_crcs = check_crcs
+    h = Harness(config)
+    flipped = bytearray(batch(0, 3))
+    flipped[-2] ^= 0xFF  # inside the last record's value
+    h.handle(bytes(flipped))
+    if check_crcs:
+        assert h.pc.closed and not h.subscribed()
+        with pytest.raises(ConsumerError, match="CRC") as info:
+            async for _ in h.pc.messages():
+                pass
+        assert isinstance(info.value.cause, CorruptMessageError)
+    else:
+        assert buffered_offsets(h.pc) == [0, 1, 2]
