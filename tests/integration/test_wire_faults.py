@@ -15,7 +15,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,8 @@ from consumergroup.net.connection import BrokerConnection
 from consumergroup.net.protocol import MetadataRequest
 
 from .cluster_proxy import FakeCluster
-from .test_connection import net_config, raw_server, split
+from .test_client import garbage_seed
+from .test_connection import net_config, split
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -102,26 +103,12 @@ async def test_write_timeout_drops_a_connection_whose_peer_reads_nothing(
 # ------------------------------------------------------------------ wrong peers
 
 
-@contextlib.asynccontextmanager
-async def http_server() -> AsyncIterator[str]:
-    """A loopback HTTP responder: a bad request gets ``400 Bad Request`` (as nginx does)."""
-
-    async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(1024)
-        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-        await writer.drain()
-        await reader.read()
-
-    async with raw_server(respond) as address:
-        yield address
-
-
 async def test_a_non_kafka_service_fails_fast_with_the_diagnosis() -> None:
     # Issue 8 #20: it read as "none of the brokers answered" (retried as transient);
     # the precise diagnosis was only in the debug log.
     config = wire_config(dial_timeout=10.0)
     config.metadata.retry.max = 3
-    async with http_server() as address:
+    async with garbage_seed() as address:  # answers like an HTTP server: 400 Bad Request
         start = time.monotonic()
         with pytest.raises(errors.ListenerMismatchError) as info:
             async with Client([address], config):
