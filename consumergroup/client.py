@@ -335,24 +335,42 @@ class Client(AsyncResource):
     async def leader(
         self, topic: str, partition: int, purpose: str = "default"
     ) -> BrokerConnection:
-        """A connection to the leader of ``topic/partition`` (refreshing metadata if needed)."""
+        """A connection to the leader of ``topic/partition`` (refreshing metadata if needed).
 
-        async def attempt() -> BrokerConnection:
-            node = self.leader_id(topic, partition)
-            if node < 0 or node not in self._brokers:
-                await self.refresh_metadata(topic)
-                if partition not in self._topics.get(topic, {}):
-                    await self.partitions(topic)  # raises for an unknown topic
-                    raise UnknownTopicOrPartitionError(
-                        f"{topic!r} has no partition {partition}: it has "
-                        f"{len(self._topics[topic])} partitions"
-                    )
-                node = self.leader_id(topic, partition)
-                if node < 0:
-                    raise LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
+        A cached leader that cannot be reached is not dialed again and again: metadata
+        is refreshed once and a newly named leader dialed once; if the cluster still
+        names the unreachable broker, the error is raised for the caller to back off
+        (a dead broker costs one ``net.dial_timeout`` per call, not one per retry).
+        """
+        node = await self._retrying(
+            f"leader of {topic}/{partition}", lambda: self._leader_node(topic, partition)
+        )
+        try:
             return await self.connection(node, purpose)
+        except (KafkaConnectionError, RequestTimedOutError):
+            await self.refresh_metadata(topic)
+            elected = self.leader_id(topic, partition)
+            if elected < 0 or elected == node:
+                raise
+            log.info("%s/%d: leader %d unreachable; now led by %d", topic, partition, node, elected)
+            return await self.connection(elected, purpose)
 
-        return await self._retrying(f"leader of {topic}/{partition}", attempt)
+    async def _leader_node(self, topic: str, partition: int) -> int:
+        """The leader's node id, from the cache or fresh metadata (raises while there is none)."""
+        node = self.leader_id(topic, partition)
+        if node >= 0 and node in self._brokers:
+            return node
+        await self.refresh_metadata(topic)
+        if partition not in self._topics.get(topic, {}):
+            await self.partitions(topic)  # raises for an unknown topic
+            raise UnknownTopicOrPartitionError(
+                f"{topic!r} has no partition {partition}: it has "
+                f"{len(self._topics[topic])} partitions"
+            )
+        node = self.leader_id(topic, partition)
+        if node < 0:
+            raise LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
+        return node
 
     async def controller(self) -> BrokerConnection:
         """A connection to the controller (or any broker where no controller is reported)."""

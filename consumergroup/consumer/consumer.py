@@ -20,7 +20,7 @@ from ..errors import (
     ClosedError,
     ConfigurationError,
     KafkaConnectionError,
-    KafkaError,
+    NoBrokersAvailableError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
@@ -29,6 +29,13 @@ from .partition import Consumed, PartitionConsumer
 from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
 
 log = logging.getLogger(__name__)
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth another try after a backoff: connection trouble, or a code Kafka marks retriable."""
+    return isinstance(exc, (KafkaConnectionError, NoBrokersAvailableError)) or bool(
+        getattr(exc, "retriable", False)
+    )
 
 
 class Consumer(AsyncResource):
@@ -121,15 +128,9 @@ class Consumer(AsyncResource):
         for tp, error in failed.items():
             out[tp]._fail(error)
         self._ensure_rerouter()
-        for pc in out.values():
-            if pc.closed:
-                continue
-            try:
-                await self._route(pc)
-            except (KafkaError, KafkaConnectionError) as exc:
-                # Leader unknown right now: the re-routing task retries after backoff.
-                log.info("routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
-                self._orphans.put_nowait(pc)
+        # Whatever cannot be routed now goes to the re-routing task, never back to the
+        # caller half-registered.
+        await self._route_all([pc for pc in out.values() if not pc.closed])
         return out
 
     def _check_new(self, wanted: Mapping[TopicPartition, int]) -> None:
@@ -149,7 +150,7 @@ class Consumer(AsyncResource):
 
     async def _route(self, pc: PartitionConsumer) -> None:
         """Subscribe ``pc`` to the fetch task of its current leader."""
-        await self._client.leader(pc.topic, pc.partition)
+        await self._client.leader(pc.topic, pc.partition, "fetch")
         node = self._client.leader_id(pc.topic, pc.partition)
         bc = self._brokers.get(node)
         if bc is None or not bc.running:
@@ -162,6 +163,8 @@ class Consumer(AsyncResource):
 
     def _orphaned(self, pc: PartitionConsumer, error: BaseException) -> None:
         self._orphans.put_nowait(pc)
+        if not self._closed:
+            self._ensure_rerouter()
 
     def _broker_exited(self, bc: BrokerConsumer) -> None:
         if self._brokers.get(bc.node_id) is bc:
@@ -175,19 +178,65 @@ class Consumer(AsyncResource):
             self._reroute_task = asyncio.create_task(self._reroute_loop(), name="fetch-reroute")
 
     async def _reroute_loop(self) -> None:
-        """Move orphaned partitions to their new leaders, after ``consumer.retry.backoff``."""
+        """Move orphaned partitions to their leaders, every ``consumer.retry.backoff``.
+
+        Never ends on an error: what cannot be routed yet (no broker answers, the
+        leader is unreachable or unknown) waits for the next round.
+        """
         while True:
             batch = [await self._orphans.get()]
             await asyncio.sleep(self.config.consumer.retry.backoff)
             while not self._orphans.empty():
                 batch.append(self._orphans.get_nowait())
             live = [pc for pc in batch if not pc.closed]
+            if not live:
+                continue
             try:
                 await self._client.refresh_metadata(*{pc.topic for pc in live})
-            except KafkaError as exc:
-                log.warning("metadata refresh while re-routing partitions failed: %s", exc)
-            for pc in live:
-                await self._reroute_one(pc)
+            except Exception as exc:
+                if not _transient(exc):
+                    self._fail_all(live, "cannot find the partition's leader", exc)
+                    continue
+                log.warning(
+                    "re-routing %d partitions: metadata refresh failed (%s); retrying in %.1fs",
+                    len(live),
+                    exc,
+                    self.config.consumer.retry.backoff,
+                )
+                self._requeue(live)
+                continue
+            await self._route_all(live)
+
+    async def _route_all(self, pcs: list[PartitionConsumer]) -> None:
+        """Route ``pcs`` to their leaders' fetch tasks, one leader at a time.
+
+        The partitions a broker leads share its fate: it is dialed once for all of
+        them, so an unreachable broker costs one ``net.dial_timeout`` per round
+        however many partitions it leads.
+        """
+        by_node: dict[int, list[PartitionConsumer]] = {}
+        for pc in pcs:
+            by_node.setdefault(self._client.leader_id(pc.topic, pc.partition), []).append(pc)
+        await asyncio.gather(*(self._route_node(node, group) for node, group in by_node.items()))
+
+    async def _route_node(self, node: int, pcs: list[PartitionConsumer]) -> None:
+        if node >= 0:
+            try:
+                await self._client.connection(node, "fetch")
+            except Exception as exc:
+                if not _transient(exc):
+                    self._fail_all(pcs, f"cannot fetch from broker {node}", exc)
+                    return
+                log.info(
+                    "broker %d unreachable (%s); %d partitions wait for the next round",
+                    node,
+                    exc,
+                    len(pcs),
+                )
+                self._requeue(pcs)
+                return
+        for pc in pcs:
+            await self._reroute_one(pc)
 
     async def _reroute_one(self, pc: PartitionConsumer) -> None:
         try:
@@ -205,9 +254,23 @@ class Consumer(AsyncResource):
             pc._fail_with("the partition no longer exists", exc)
         except OffsetOutOfRangeError as exc:
             pc._fail_with(str(exc), exc)
-        except Exception as exc:  # transient: the cluster is moving; try again after backoff
-            log.info("re-routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
-            self._orphans.put_nowait(pc)
+        except Exception as exc:
+            if not _transient(exc):
+                pc._fail_with("cannot route the partition to its leader", exc)
+                return
+            # The cluster is moving: try again after backoff.
+            log.info("routing %s/%d failed (%s); retrying", pc.topic, pc.partition, exc)
+            self._requeue([pc])
+
+    def _requeue(self, pcs: list[PartitionConsumer]) -> None:
+        for pc in pcs:
+            if not pc.closed:
+                self._orphans.put_nowait(pc)
+
+    @staticmethod
+    def _fail_all(pcs: list[PartitionConsumer], message: str, cause: BaseException) -> None:
+        for pc in pcs:
+            pc._fail_with(message, cause)
 
     def consuming(self) -> Iterable[PartitionConsumer]:
         """The open partition consumers."""

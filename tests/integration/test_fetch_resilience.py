@@ -1,0 +1,138 @@
+"""The fetch path through broker outages: partitions come back by themselves, and fast.
+
+The consumer talks to a :class:`FakeCluster`, fake brokers in front of the real
+one, so a test can make one broker unreachable (refused, or black-holed: the
+connection is accepted and never answered) and move partition leadership the
+way a controller would. Records are produced straight to the real broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.message import ConsumerMessage
+
+from ..conftest import TopicFactory
+from ..helpers import produce
+from .cluster_proxy import FakeCluster
+from .test_connection import split
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def outage_config() -> cg.Config:
+    config = cg.Config(client_id="test-fetch-resilience")
+    config.net.dial_timeout = 1.5
+    config.net.read_timeout = 1.5
+    config.consumer.max_wait_time = 0.1
+    config.consumer.retry.backoff = 0.2
+    config.metadata.retry.max = 3
+    config.metadata.retry.backoff = 0.1
+    config.metadata.refresh_frequency = 0
+    return config
+
+
+class Reader:
+    """Reads every partition into ``got`` in background tasks."""
+
+    def __init__(self, pcs: dict[tuple[str, int], cg.PartitionConsumer]) -> None:
+        self.got: dict[int, list[ConsumerMessage]] = {p: [] for _, p in pcs}
+        self._tasks = [asyncio.create_task(self._read(pc)) for pc in pcs.values()]
+
+    async def _read(self, pc: cg.PartitionConsumer) -> None:
+        async for message in pc.messages():
+            self.got[pc.partition].append(message)
+
+    def values(self, partition: int) -> list[bytes | None]:
+        return [m.value for m in self.got[partition]]
+
+    async def wait_for(self, value: bytes, timeout: float) -> float:
+        """Seconds until every partition has read ``value`` (fails after ``timeout``)."""
+        start = time.monotonic()
+        async with asyncio.timeout(timeout):
+            while True:
+                if all(value in self.values(p) for p in self.got):
+                    return time.monotonic() - start
+                await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def produce_everywhere(bootstrap: str, topic: str, partitions: int, value: bytes) -> None:
+    for p in range(partitions):
+        await produce(bootstrap, topic, [value], partition=p)
+
+
+async def test_orphans_survive_no_broker_answering_and_come_back(
+    bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 8 #3: NoBrokersAvailableError killed the re-routing task ("Task exception was
+    # never retrieved" for fetch-reroute) and orphaned partitions were never fetched again.
+    caplog.set_level(logging.INFO, logger="consumergroup")
+    topic = await new_topic(partitions=3)
+    async with (
+        FakeCluster(split(bootstrap)[1], nodes=1) as cluster,
+        cg.Consumer([cluster.address()], outage_config()) as consumer,
+    ):
+        pcs = await consumer.consume_partitions({(topic, p): cg.OFFSET_OLDEST for p in range(3)})
+        reader = Reader(pcs)
+        try:
+            await produce_everywhere(bootstrap, topic, 3, b"before")
+            await reader.wait_for(b"before", timeout=15)
+            cluster.refuse(1)  # every connection cut, every dial refused
+            await produce_everywhere(bootstrap, topic, 3, b"during")
+            await asyncio.sleep(2.5)  # several re-routing rounds with nobody answering
+            task = consumer._reroute_task
+            assert task is not None and not task.done(), "the re-routing task died"
+            cluster.restore(1)
+            await produce_everywhere(bootstrap, topic, 3, b"after")
+            await reader.wait_for(b"after", timeout=15)
+        finally:
+            await reader.stop()
+    for p in range(3):
+        assert reader.values(p) == [b"before", b"during", b"after"], p  # nothing lost
+    assert not [r for r in caplog.records if r.name == "asyncio"], "an unretrieved task error"
+
+
+async def test_a_black_holed_leader_costs_one_dial_per_round_not_one_per_partition(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # Issue 8 #12: leader() retried the cached dead leader without refreshing metadata
+    # (retry.max + 1 dials of dial_timeout each) and re-routing went one partition at a
+    # time: each orphan of a black-holed broker cost retries x dial_timeout in turn.
+    partitions = 8
+    topic = await new_topic(partitions=partitions)
+    async with FakeCluster(split(bootstrap)[1], nodes=2) as cluster:
+        for p in range(partitions):
+            cluster.leaders[(topic, p)] = 1 + p % 2  # odd partitions on broker 2
+        async with cg.Consumer([cluster.address(1)], outage_config()) as consumer:
+            pcs = await consumer.consume_partitions(
+                {(topic, p): cg.OFFSET_OLDEST for p in range(partitions)}
+            )
+            reader = Reader(pcs)
+            try:
+                await produce_everywhere(bootstrap, topic, partitions, b"before")
+                await reader.wait_for(b"before", timeout=20)
+                # Broker 2's host goes away: its connections are reset, new ones hang.
+                cluster.refuse(2)
+                cluster.blackhole(2)
+                await produce_everywhere(bootstrap, topic, partitions, b"after")
+                # The controller notices and moves broker 2's partitions, 2 s later.
+                await asyncio.sleep(2.0)
+                for p in range(1, partitions, 2):
+                    cluster.leaders[(topic, p)] = 1
+                # Before the fix: 4 orphans x 4 dials x 1.5 s, one after the other.
+                took = await reader.wait_for(b"after", timeout=30)
+            finally:
+                await reader.stop()
+    assert took < 8, f"partitions of the dead broker took {took:.1f}s to come back"
+    for p in range(partitions):
+        assert reader.values(p) == [b"before", b"after"], p
