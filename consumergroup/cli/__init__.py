@@ -1,24 +1,24 @@
 """The ``consumergroup`` command (also ``python -m consumergroup``).
 
-One module per subcommand:
+One module per subcommand, sharing ``_common`` (exit codes, one-line errors,
+signals, stdout), ``_cluster`` (``--bootstrap``, TLS, SASL, ``--command-config``)
+and ``_output`` (rich tables, ``--json``):
 
-``consume`` (:mod:`.consume`)
-    Join a group and print what it consumes, one line per message
-    (``topic/partition@offset key=... value=...``), or a messages/s line per
-    second with ``--rate``. Every message is marked; Ctrl-C / SIGTERM close the
-    group cleanly (final commit, LeaveGroup) and exit 0. ``--max-messages`` and
-    ``--timeout`` end it the same way.
+* ``consume`` (:mod:`.consume`): join a group, or read partitions, and print
+  what arrives (text, JSON lines or rates).
+* ``produce`` (:mod:`.produce`): lines from stdin or a file, one record each.
+* ``groups``, ``describe``, ``delete`` (:mod:`.groups`): the cluster's groups.
+* ``lag``, ``reset-offsets`` (:mod:`.offsets`): a group's committed offsets.
+* ``topics`` (:mod:`.topics`): list or create topics.
+* ``demo`` (:mod:`.demo`, with its producer in :mod:`.producer`): the live demo
+  on an embedded broker, with a rebalance and a loss count.
 
-``demo`` (:mod:`.demo`, with its producer in :mod:`.producer`)
-    The live demo: an embedded broker (Tansu), a topic, a steady producer, N
-    group members in this process and a live view of who owns what, at which
-    rate and how far behind; one member leaves a third of the way through to
-    show a rebalance, and a summary at the end counts produced, consumed,
-    duplicated and lost messages.
+The admin commands run on :class:`consumergroup.admin.ClusterAdmin`.
 
 Exit codes: 0 success (including a clean stop by signal), 1 a failure while
-running, 2 a usage problem (bad option, unreachable bootstrap, unknown topic)
-reported as one line on stderr, without a traceback.
+running, 2 a usage problem (bad option, unreachable bootstrap, unknown topic),
+130 a stop forced by a second Ctrl-C. Errors are one line on stderr; ``-v``
+adds the traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ import click
 from ._common import CliError, render_bytes, setup_logging
 from .consume import consume
 from .demo import demo
+from .groups import delete, describe, groups
+from .offsets import lag, reset_offsets
+from .produce import produce
+from .topics import topics
 
 __all__ = ["CliError", "main", "render_bytes"]
 
@@ -39,10 +43,12 @@ def main(verbose: int) -> None:
     """consumergroup: an asyncio runtime for Kafka consumer groups.
 
     `consumergroup consume` joins a group and prints what it reads;
-    `consumergroup demo` runs a live demo on an embedded broker.
+    `groups`, `describe`, `lag`, `reset-offsets`, `delete`, `topics` and
+    `produce` operate a cluster; `consumergroup demo` runs a live demo on an
+    embedded broker. Exit codes: 0 ok, 1 failure, 2 usage error.
     """
     setup_logging(verbose)
 
 
-main.add_command(consume)
-main.add_command(demo)
+for _command in (consume, produce, groups, describe, lag, reset_offsets, delete, topics, demo):
+    main.add_command(_command)

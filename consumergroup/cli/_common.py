@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TextIO, TypeVar
 
@@ -33,13 +34,20 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+class CliError(click.ClickException):
+    """A usage problem, reported as one line on stderr with exit code 2.
 
-class CliError(Exception):
-    """A problem to report as one line on stderr, with an exit code (2: usage)."""
+    A :class:`click.ClickException`, so it prints the same one line wherever it
+    is raised: in a command's coroutine or while its options are checked.
+    """
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = EXIT_USAGE
+
+
+class CliFailure(CliError):
+    """A failure while running (exit code 1), reported as one line on stderr."""
+
+    exit_code = EXIT_FAILURE
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -91,20 +99,48 @@ def setup_logging(verbose: int) -> None:
     )
 
 
+def _verbosity() -> int:
+    ctx = click.get_current_context(silent=True)
+    return int(ctx.find_root().params.get("verbose") or 0) if ctx is not None else 0
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def run_command(coro_factory: Callable[[], Awaitable[int]]) -> int:
-    """Run the command's coroutine; map CliError / a forced interrupt to exit codes."""
+    """Run the command's coroutine and map what ends it to one stderr line and an exit code.
+
+    :class:`CliError` carries its own code; any other
+    :class:`~consumergroup.errors.ConsumerGroupError` is a runtime failure (1); anything
+    else is reported as an internal error (1). The traceback is printed only with ``-v``.
+    """
+    verbose = _verbosity()
 
     async def wrapper() -> int:
         return await coro_factory()
 
     try:
         return asyncio.run(wrapper())
-    except CliError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        return exc.exit_code
     except (KeyboardInterrupt, asyncio.CancelledError):
         click.echo("consumergroup: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        leaf = _leaf(exc)
+        if verbose:
+            traceback.print_exception(exc)
+        if isinstance(leaf, CliError):
+            leaf.show()
+            return leaf.exit_code
+        if isinstance(leaf, ConsumerGroupError):
+            click.echo(f"Error: {leaf}", err=True)
+        else:
+            hint = "" if verbose else " (run with -v for the traceback)"
+            click.echo(f"Error: internal error: {type(leaf).__name__}: {leaf}{hint}", err=True)
+        return EXIT_FAILURE
 
 
 @contextlib.contextmanager

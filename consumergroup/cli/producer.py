@@ -22,7 +22,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from ..client import Client
 from ..errors import KafkaError, raise_for_code
 
-__all__ = ["build_batch", "produce", "produce_batch"]
+__all__ = ["build_batch", "murmur2_partition", "produce", "produce_batch"]
 
 #: acks=1: the leader has written the batch (the broker is single-node in the demo).
 _ACKS = 1
@@ -33,8 +33,14 @@ _MAX_BATCH_BYTES = 1 << 30
 Record = tuple[bytes | None, bytes | None]  # (key, value)
 
 
-def build_batch(records: Sequence[Record], timestamp_ms: int | None = None) -> bytes:
-    """Encode ``records`` as one uncompressed v2 record batch (offset deltas 0..n-1)."""
+Header = tuple[str, bytes | None]
+
+
+def build_batch(
+    records: Sequence[Record], timestamp_ms: int | None = None, headers: Sequence[Header] = ()
+) -> bytes:
+    """Encode ``records`` as one uncompressed v2 record batch (offset deltas 0..n-1),
+    every record carrying ``headers``."""
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     builder = DefaultRecordBatchBuilder(
         magic=2,
@@ -46,7 +52,7 @@ def build_batch(records: Sequence[Record], timestamp_ms: int | None = None) -> b
         batch_size=_MAX_BATCH_BYTES,
     )
     for delta, (key, value) in enumerate(records):
-        builder.append(delta, timestamp=ts, key=key, value=value, headers=[])
+        builder.append(delta, timestamp=ts, key=key, value=value, headers=list(headers))
     return bytes(builder.build())
 
 
@@ -56,8 +62,10 @@ async def produce_batch(
     partition: int,
     values: Sequence[bytes | None],
     keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[Header] = (),
 ) -> int:
-    """Write ``values`` to ``topic/partition`` as one batch; return the batch's base offset.
+    """Write ``values`` to ``topic/partition`` as one batch (each record with ``headers``);
+    return the batch's base offset.
 
     The request goes to the partition's leader (``client.leader``). Raises the
     :class:`~consumergroup.errors.KafkaError` the broker answers with (after
@@ -73,7 +81,10 @@ async def produce_batch(
     ]
     conn = await client.leader(topic, partition)
     request = ProduceRequest(
-        None, _ACKS, _PRODUCE_TIMEOUT_MS, [(topic, [(partition, build_batch(records))])]
+        None,
+        _ACKS,
+        _PRODUCE_TIMEOUT_MS,
+        [(topic, [(partition, build_batch(records, headers=headers))])],
     )
     response = await conn.send(request, timeout=_PRODUCE_TIMEOUT_MS / 1000 + 5.0)
     for _topic, partitions in response.topics:
@@ -89,6 +100,32 @@ async def produce_batch(
                     raise
             return int(base_offset)
     raise KafkaError(f"Produce to {topic}/{partition}: the broker answered for no partition")
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition the Java client's default partitioner picks for ``key`` (murmur2).
+
+    Same key, same partition as Kafka's own producers, so keyed data written here
+    lines up with data written by them.
+    """
+    m, r = 0x5BD1E995, 24
+    length = len(key)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(key[i : i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[length - length % 4 :]
+    if tail:
+        for i in reversed(range(len(tail))):
+            h ^= tail[i] << (8 * i)
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions
 
 
 async def produce(

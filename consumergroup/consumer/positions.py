@@ -65,10 +65,11 @@ def reset_policy(config: Config) -> str:
     return offsets.reset or ("oldest" if offsets.initial == OFFSET_OLDEST else "newest")
 
 
-async def _list_offsets(
+async def list_offsets(
     client: Client, isolation: int, wanted: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    """ListOffsets for ``{tp: -2 (earliest) | -1 (latest)}``, one request per leader."""
+    """ListOffsets for ``{tp: -2 (earliest) | -1 (latest) | a timestamp in ms}``, one request
+    per leader; a timestamp maps to the first offset at or after it (-1: none)."""
     for topic, partition in wanted:
         await client.leader(topic, partition)  # makes sure the leader is known
     out: dict[TopicPartition, int] = {}
@@ -115,7 +116,7 @@ async def _newest(
 ) -> dict[TopicPartition, int]:
     """The log end (HWM, or LSO under read_committed) of each partition in ``wanted``."""
     isolation = int(config.consumer.isolation_level == "read_committed")
-    latest = await _list_offsets(client, isolation, {tp: -1 for tp in wanted})
+    latest = await list_offsets(client, isolation, {tp: -1 for tp in wanted})
     marks = await probe(client, config, latest)
     out: dict[TopicPartition, int] = {}
     for tp, listed in latest.items():
@@ -145,7 +146,7 @@ async def resolve_offsets(
             f"OFFSET_NEWEST ({OFFSET_NEWEST})"
         )
     if oldest:
-        out.update(await _list_offsets(client, isolation, oldest))
+        out.update(await list_offsets(client, isolation, oldest))
     if newest:
         out.update(await _newest(client, config, newest))
     return out

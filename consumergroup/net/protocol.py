@@ -174,3 +174,57 @@ def prepare(request: Request[Any], broker: VersionRanges, address: str) -> Reque
             f"{name}: broker {address} supports versions {theirs}, this client {ours}: "
             "upgrade the broker or this client"
         ) from exc
+
+
+# ---------------------------------------------------------------- admin APIs (admin.py)
+# Appended here (not merged into the tables above) to keep edits to this shared file local.
+
+from aiokafka.protocol.admin import (  # noqa: E402
+    DeleteGroupsRequest,
+    DescribeGroupsRequest_v0,
+    DescribeGroupsRequest_v1,
+    DescribeGroupsRequest_v2,
+    DescribeGroupsRequest_v3,
+    DescribeGroupsResponse_v3,
+    ListGroupsRequest,
+)
+
+
+class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):  # type: ignore[misc]
+    """DescribeGroups v3 answered by the v3 response (aiokafka 0.14 pairs it with v2's,
+    which lacks ``authorized_operations`` and misreads every group after the first)."""
+
+    RESPONSE_TYPE = DescribeGroupsResponse_v3
+
+
+_DescribeGroupsStruct: TypeAlias = (
+    DescribeGroupsRequest_v0
+    | DescribeGroupsRequest_v1
+    | DescribeGroupsRequest_v2
+    | _DescribeGroupsRequestV3
+)
+
+
+class DescribeGroupsRequest(Request[_DescribeGroupsStruct]):  # type: ignore[misc]
+    """DescribeGroups v0-v3 for ``groups`` (group ids); authorized operations not asked.
+
+    Each answered group is ``(error_code, group, state, protocol_type, protocol,
+    members[(member_id, client_id, client_host, member_metadata, member_assignment)],
+    ...)``.
+    """
+
+    API_KEY = 15
+
+    def __init__(self, groups: list[str]) -> None:
+        self._groups = groups
+
+    def build(self, request_struct_class: type[_DescribeGroupsStruct]) -> _DescribeGroupsStruct:
+        """The struct for the negotiated version."""
+        if request_struct_class.API_VERSION < 3:
+            return request_struct_class(self._groups)
+        return request_struct_class(self._groups, False)
+
+
+API_NAMES.update({15: "DescribeGroups", 16: "ListGroups", 42: "DeleteGroups"})
+_BUILDERS += (DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest)
+__all__ += ["DeleteGroupsRequest", "DescribeGroupsRequest", "ListGroupsRequest"]

@@ -1,0 +1,323 @@
+"""ClusterAdmin: groups, offsets and topics of a cluster (sarama's ``ClusterAdmin``).
+
+Built on this package's own :class:`~consumergroup.client.Client` and wire codecs
+(``net/protocol.py``), like everything else here. What ``kafka-consumer-groups.sh``
+and ``kafka-topics.sh`` do, as coroutines::
+
+    async with ClusterAdmin(["127.0.0.1:9092"]) as admin:
+        groups = await admin.list_groups()                  # {group: protocol type}
+        [desc] = await admin.describe_groups(["my-group"])  # state, members, assignments
+        committed = await admin.list_consumer_group_offsets("my-group")
+        ends = await admin.end_offsets(committed)           # Fetch high watermarks
+
+End offsets come from the Fetch high watermark, not ListOffsets(LATEST): some
+Kafka-compatible brokers (Tansu) answer the latter with the last batch's base
+offset + 1 instead of the log end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from ._lifecycle import AsyncResource
+from .balance.protocol import MemberAssignment
+from .client import Client, retrying
+from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
+from .consumer.positions import list_offsets, resolve_offsets
+from .errors import (
+    COORDINATOR_LOST,
+    ConsumerGroupError,
+    NonEmptyGroupError,
+    raise_for_code,
+)
+from .net.protocol import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+
+__all__ = ["ClusterAdmin", "GroupDescription", "GroupMember", "TopicInfo"]
+
+TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
+
+#: Group states in which the group has no member (offsets may be changed from outside).
+EMPTY_STATES = frozenset({"Empty", "Dead"})
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of a group as DescribeGroups reports it.
+
+    ``assignment`` is the member's share decoded with the consumer protocol
+    (``{topic: [partitions]}``); empty for members of other protocol types or
+    while the group is rebalancing.
+    """
+
+    member_id: str
+    client_id: str
+    client_host: str
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group's state, protocol and members (DescribeGroups)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the group has no member (its offsets may be reset or deleted)."""
+        return not self.members and self.state in EMPTY_STATES | {""}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as metadata shows it."""
+
+    name: str
+    partitions: int
+    internal: bool
+
+
+def _decode_assignment(protocol_type: str, data: bytes) -> dict[str, list[int]]:
+    if protocol_type != "consumer" or not data:
+        return {}
+    try:
+        return {t: sorted(p) for t, p in MemberAssignment.decode(data).topics.items()}
+    except ValueError:  # a client writing something else under the "consumer" label
+        return {}
+
+
+class ClusterAdmin(AsyncResource):
+    """Administration of groups, offsets and topics (``async with ClusterAdmin(addrs):``).
+
+    Every method refreshes what it needs from the cluster; nothing is cached but
+    the client's metadata and coordinators. Errors are the package's
+    :class:`~consumergroup.errors.ConsumerGroupError` subclasses.
+    """
+
+    def __init__(self, addrs: Sequence[str], config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.client = Client(addrs, self.config)
+
+    async def start(self) -> None:
+        """Connect and read the cluster's metadata."""
+        await self.client.start()
+
+    async def close(self) -> None:
+        """Close every connection (idempotent)."""
+        await self.client.close()
+
+    # ------------------------------------------------------------------ groups
+
+    async def list_groups(self) -> dict[str, str]:
+        """Every group of the cluster: ``{group_id: protocol_type}`` (ListGroups on each broker)."""
+        await self.client.refresh_metadata()
+        out: dict[str, str] = {}
+        for broker in self.client.brokers():
+            conn = await self.client.connection(broker.node_id)
+            resp = await conn.send(ListGroupsRequest())
+            raise_for_code(resp.error_code, f"ListGroups on {broker.address}")
+            for group, protocol_type in resp.groups:
+                out[group] = protocol_type
+        return dict(sorted(out.items()))
+
+    async def describe_groups(self, groups: Iterable[str]) -> list[GroupDescription]:
+        """DescribeGroups at each group's coordinator, in the order given.
+
+        A group the cluster does not know comes back in state ``Dead`` with no
+        member (Kafka's answer), not as an error.
+        """
+        out: list[GroupDescription] = []
+        for group in groups:
+
+            async def attempt(group: str = group) -> GroupDescription:
+                conn = await self.client.coordinator(group)
+                resp = await conn.send(DescribeGroupsRequest([group]))
+                code, group_id, state, protocol_type, protocol, members = resp.groups[0][:6]
+                raise_for_code(code, f"DescribeGroups {group!r}")
+                return GroupDescription(
+                    group_id,
+                    state,
+                    protocol_type,
+                    protocol,
+                    [
+                        GroupMember(
+                            member_id, client_id, host, _decode_assignment(protocol_type, assigned)
+                        )
+                        for member_id, client_id, host, _metadata, assigned in members
+                    ],
+                )
+
+            out.append(await self._at_coordinator(group, "DescribeGroups", attempt))
+        return out
+
+    async def delete_groups(self, groups: Iterable[str]) -> None:
+        """DeleteGroups: remove groups and their committed offsets.
+
+        Raises :class:`~consumergroup.errors.NonEmptyGroupError` for a group that
+        still has members (checked here too: not every broker refuses),
+        :class:`~consumergroup.errors.GroupIdNotFoundError` for one the cluster
+        does not know.
+        """
+        for group in groups:
+            await self._check_empty(group, "deleting it")
+
+            async def attempt(group: str = group) -> None:
+                conn = await self.client.coordinator(group)
+                resp = await conn.send(DeleteGroupsRequest([group]))
+                for group_id, code in resp.results:
+                    raise_for_code(code, f"DeleteGroups {group_id!r}")
+
+            await self._at_coordinator(group, "DeleteGroups", attempt)
+
+    async def _check_empty(self, group: str, doing: str) -> None:
+        """Raise NonEmptyGroupError while ``group`` has members."""
+        [desc] = await self.describe_groups([group])
+        if not desc.is_empty:
+            raise NonEmptyGroupError(
+                f"group {group!r} has {len(desc.members)} active member(s) (state "
+                f"{desc.state}): stop them before {doing}"
+            )
+
+    # ----------------------------------------------------------------- offsets
+
+    async def list_consumer_group_offsets(
+        self, group: str, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """OffsetFetch: the committed offset of each partition (every partition of every
+        topic by default); partitions without a committed offset are left out.
+
+        The default asks for every partition by name rather than sending the
+        protocol's "all topics" (null) form, which Tansu answers malformed.
+        """
+        if partitions is None:
+            partitions = [
+                (topic, p)
+                for topic in await self.client.topics()
+                for p in self.client.cached_partitions(topic) or []
+            ]
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topics = list(by_topic.items())
+        if not topics:
+            return {}
+
+        async def attempt() -> dict[TopicPartition, int]:
+            conn = await self.client.coordinator(group)
+            resp = await conn.send(OffsetFetchRequest(group, topics))
+            raise_for_code(getattr(resp, "error_code", 0), f"OffsetFetch for group {group!r}")
+            out: dict[TopicPartition, int] = {}
+            for topic, parts in resp.topics:
+                for partition, offset, _metadata, code in parts:
+                    raise_for_code(code, f"OffsetFetch {topic}/{partition}")
+                    if offset >= 0:
+                        out[(topic, partition)] = offset
+            return dict(sorted(out.items()))
+
+        return await self._at_coordinator(group, "OffsetFetch", attempt)
+
+    async def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """OffsetCommit for a group with no member (generation -1, no member id).
+
+        ``offsets`` are the next offsets to consume. Raises
+        :class:`~consumergroup.errors.NonEmptyGroupError` while the group has
+        members: their commits would overwrite these (and the broker refuses).
+        """
+        await self._check_empty(group, "changing its offsets")
+        by_topic: dict[str, list[tuple[int, int, str]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append((partition, offset, ""))
+        request = OffsetCommitRequest(group, -1, "", -1, list(by_topic.items()))
+
+        async def attempt() -> None:
+            conn = await self.client.coordinator(group)
+            resp = await conn.send(request)
+            for topic, parts in resp.topics:
+                for partition, code in parts:
+                    raise_for_code(code, f"OffsetCommit {topic}/{partition} for group {group!r}")
+
+        await self._at_coordinator(group, "OffsetCommit", attempt)
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end (high watermark) of each partition, from a Fetch probe."""
+        return await resolve_offsets(
+            self.client, self.config, dict.fromkeys(partitions, OFFSET_NEWEST)
+        )
+
+    async def earliest_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first retained offset of each partition (ListOffsets EARLIEST)."""
+        return await resolve_offsets(
+            self.client, self.config, dict.fromkeys(partitions, OFFSET_OLDEST)
+        )
+
+    async def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], when: datetime
+    ) -> dict[TopicPartition, int]:
+        """The first offset whose timestamp is at or after ``when`` (ListOffsets by timestamp).
+
+        Where no record is that recent, the partition's end offset (as Kafka's
+        ``--to-datetime`` does). ``when`` must be timezone-aware.
+        """
+        if when.tzinfo is None:
+            raise ValueError("offsets_for_time needs a timezone-aware datetime")
+        wanted = list(partitions)
+        ms = int(when.timestamp() * 1000)
+        found = await list_offsets(self.client, 0, dict.fromkeys(wanted, ms))
+        past_end = [tp for tp in wanted if found.get(tp, -1) < 0]
+        if past_end:
+            found.update(await self.end_offsets(past_end))
+        return found
+
+    # ------------------------------------------------------------------ topics
+
+    async def list_topics(self) -> list[TopicInfo]:
+        """Every topic with its partition count (fresh metadata)."""
+        names = await self.client.topics()
+        return [
+            TopicInfo(name, len(self.client.cached_partitions(name) or []), name.startswith("__"))
+            for name in names
+        ]
+
+    async def partitions(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (raises UnknownTopicOrPartitionError if it does not exist)."""
+        return await self.client.partitions(topic, refresh=True)
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
+        """CreateTopics, then wait until every partition has a leader.
+
+        Raises :class:`~consumergroup.errors.TopicAlreadyExistsError` if it exists.
+        """
+        await self.client.create_topic(name, partitions, replication_factor)
+
+    # ----------------------------------------------------------------- helpers
+
+    async def _at_coordinator(
+        self, group: str, what: str, attempt: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """Run ``attempt``, finding the coordinator again when it moved (``offsets.retry``)."""
+
+        def lost_coordinator(exc: ConsumerGroupError) -> None:
+            if isinstance(exc, COORDINATOR_LOST):
+                self.client.invalidate_coordinator(group)
+
+        return await retrying(
+            f"{what} for group {group!r}",
+            attempt,
+            self.config.consumer.offsets.retry,
+            lost_coordinator,
+        )
