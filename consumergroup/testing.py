@@ -208,7 +208,8 @@ class EmbeddedBroker(AsyncResource):
             try:
                 await asyncio.wait_for(proc.wait(), 5.0)
             except TimeoutError:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                    proc.kill()
                 await proc.wait()
         with contextlib.suppress(OSError):
             shutil.rmtree(self._logdir)

@@ -8,92 +8,37 @@ final commit of a clean close).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
+import base64
+import json
 import re
 import signal
 import sys
-from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
 from consumergroup.cli import render_bytes
-from consumergroup.client import Client
-from consumergroup.offsets import OffsetManager
 from consumergroup.testing import free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
+from tests.integration.cli_support import FAST, cli_env, kill_tree, run_cli, spawn
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "consumergroup"]
-# Small session timeout: Tansu holds every JoinGroup for about half of it.
-FAST = ["--session-timeout", "6"]
 LINE = re.compile(
     r"^(?P<topic>\S+)/(?P<partition>\d+)@(?P<offset>\d+) key=(?P<key>.*?) value=(?P<value>.*)$"
 )
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # --bootstrap falls back to it
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-async def spawn(*args: str) -> asyncio.subprocess.Process:
-    """Start the command in its own process group (so kill_tree reaches a demo's broker)."""
-    return await asyncio.create_subprocess_exec(
-        *CLI,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(),
-        cwd=ROOT,
-        start_new_session=True,
-    )
-
-
-def kill_tree(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the command and everything it started (its process group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def run_cli(*args: str, timeout: float = 90.0) -> Result:
-    """Run the command to completion (killed and failed after ``timeout`` seconds)."""
-    proc = await spawn(*args)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        kill_tree(proc)
-        out, err = await proc.communicate()
-        pytest.fail(f"{args} ran over {timeout}s; stderr:\n{err.decode(errors='replace')}")
-    finally:
-        if proc.returncode is None:  # cancelled (pytest-timeout): leave nothing behind
-            kill_tree(proc)
-            await proc.wait()
-    assert proc.returncode is not None
-    return Result(proc.returncode, out.decode(), err.decode())
-
-
 async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The broker's committed offsets of ``group`` on ``topic`` (-1: none)."""
-    async with Client([bootstrap]) as client:
-        got = await OffsetManager(client, group, cg.Config()).fetch_committed(
-            [(topic, p) for p in range(partitions)]
+    async with ClusterAdmin([bootstrap]) as admin:
+        got = await admin.list_consumer_group_offsets(
+            group, [(topic, p) for p in range(partitions)]
         )
-    return {p: got[(topic, p)][0] for p in range(partitions)}
+    return {p: got.get((topic, p), -1) for p in range(partitions)}
 
 
 def parse_lines(out: str) -> list[re.Match[str]]:
@@ -131,7 +76,7 @@ async def test_help_lists_the_commands_for_both_entry_points() -> None:
     script = Path(sys.executable).parent / "consumergroup"
     if script.exists():  # the console script of the installed package
         proc = await asyncio.create_subprocess_exec(
-            str(script), "consume", "--help", stdout=asyncio.subprocess.PIPE, env=_env()
+            str(script), "consume", "--help", stdout=asyncio.subprocess.PIPE, env=cli_env()
         )
         out, _ = await asyncio.wait_for(proc.communicate(), 30)
         assert proc.returncode == 0
@@ -292,3 +237,122 @@ async def test_the_demo_rebalances_and_loses_nothing() -> None:
     assert re.search(r"^ +lost: +0$", out, re.MULTILINE), out
     assert "tasks still running" not in result.err
     assert "Traceback" not in result.err
+
+
+# ----------------------------------------------------------------------------- produce, json
+
+
+async def test_produce_then_consume_json_round_trips_keys_headers_and_bytes(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=3)
+    lines = "k1|first\nno separator: null key\n|empty key\nk1|second\nk2|héllo\n"
+    produced = await run_cli(
+        "produce", "-b", bootstrap, "-t", topic, "--key-separator", "|",
+        "--header", "source=cli", "--header", "trace=a=b", stdin=lines.encode(),
+    )  # fmt: skip
+    assert produced.code == 0, produced.err
+    assert f"produced 5 records to {topic}" in produced.err
+    await produce(bootstrap, topic, [b"\xff\xfe\x00bin"], keys=[b"\x80"], partition=0)
+
+    result = await run_cli(
+        "consume", "-b", bootstrap, "-g", unique(), "-t", topic, "--from-beginning",
+        "--format", "json", "-n", "6", "--timeout", "60", *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    got = [json.loads(line) for line in result.out.splitlines()]
+    assert len(got) == 6
+    for msg in got:
+        assert set(msg) == {"topic", "partition", "offset", "timestamp", "key", "key_encoding",
+                            "value", "value_encoding", "headers"}  # fmt: skip
+        assert msg["topic"] == topic
+        assert datetime.fromisoformat(msg["timestamp"]).tzinfo is not None
+
+    def decoded(text: str | None, encoding: str | None) -> bytes | None:
+        if text is None:
+            return None
+        return base64.b64decode(text) if encoding == "base64" else text.encode()
+
+    records = {
+        (decoded(m["key"], m["key_encoding"]), decoded(m["value"], m["value_encoding"])): m
+        for m in got
+    }
+    assert set(records) == {
+        (b"k1", b"first"), (None, b"no separator: null key"), (b"", b"empty key"),
+        (b"k1", b"second"), (b"k2", "héllo".encode()), (b"\x80", b"\xff\xfe\x00bin"),
+    }  # fmt: skip
+    assert records[(None, b"no separator: null key")]["key_encoding"] is None
+    assert records[(b"\x80", b"\xff\xfe\x00bin")]["value_encoding"] == "base64"
+    headers = [{"key": "source", "value": "cli", "value_encoding": "text"},
+               {"key": "trace", "value": "a=b", "value_encoding": "text"}]  # fmt: skip
+    assert records[(b"k1", b"first")]["headers"] == headers
+    # The same key lands on the same partition, in order.
+    k1 = [records[(b"k1", v)] for v in (b"first", b"second")]
+    assert k1[0]["partition"] == k1[1]["partition"]
+    assert k1[0]["offset"] < k1[1]["offset"]
+
+
+async def test_consume_a_partition_from_an_offset_without_a_group(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [f"p1-{i}".encode() for i in range(6)], partition=1)
+    result = await run_cli(
+        "consume", "-b", bootstrap, "-t", topic, "--partition", "1", "--offset", "2",
+        "-n", "3", "--format", "json", "--timeout", "30",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    got = [json.loads(line) for line in result.out.splitlines()]
+    assert [(m["partition"], m["offset"], m["value"]) for m in got] == [
+        (1, o, f"p1-{o}") for o in (2, 3, 4)
+    ]
+    assert "left group" not in result.err  # no group was joined
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-g", "", "-t", "t"], "the group id must not be empty"),
+        (["-g", "  ", "-t", "t"], "the group id must not be empty"),
+        (["-t", "t"], "give either --group GROUP or --partition N"),
+        (["-g", "g", "-t", "t", "-p", "0"], "give either --group GROUP or --partition N"),
+        (["-t", "a", "-t", "b", "-p", "0"], "give exactly one --topic"),
+        (["-t", "t", "-p", "0", "--offset", "soon"], "is not an offset"),
+    ],
+    ids=["empty-group", "blank-group", "neither", "both", "two-topics", "bad-offset"],
+)
+async def test_consume_usage_errors_come_before_any_broker_contact(
+    args: list[str], says: str
+) -> None:
+    # Nothing listens on this port: a broker contact would say "no Kafka broker answered".
+    started = asyncio.get_running_loop().time()
+    result = await run_cli("consume", "-b", f"127.0.0.1:{free_port()}", *args, timeout=30)
+    assert result.code == 2
+    assert says in result.err
+    assert "no Kafka broker answered" not in result.err and "Traceback" not in result.err
+    assert asyncio.get_running_loop().time() - started < 20  # no dial timeout was waited
+
+
+async def test_sigterm_during_the_join_ends_the_command_at_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # A 20 s session timeout: Tansu holds the JoinGroup ~10 s, so the signal lands mid-join.
+    topic = await new_topic(partitions=1)
+    proc = await spawn("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
+                       "--session-timeout", "20", "--timeout", "120")  # fmt: skip
+    try:
+        await asyncio.sleep(2.0)
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        started = asyncio.get_running_loop().time()
+        async with asyncio.timeout(30):
+            _, err = await proc.communicate()
+        took = asyncio.get_running_loop().time() - started
+    finally:
+        if proc.returncode is None:
+            kill_tree(proc)
+            await proc.wait()
+    stderr = err.decode()
+    assert proc.returncode == 0, stderr
+    assert took < 5.0, f"the stop took {took:.1f}s:\n{stderr}"
+    assert "SIGTERM: closing" in stderr and "Traceback" not in stderr

@@ -1,0 +1,305 @@
+"""ClusterAdmin and the admin commands (groups, describe, lag, reset-offsets, delete, topics).
+
+Each command runs as a real subprocess against the test broker and a real group:
+members are ConsumerGroups running in this process, so the test controls when
+the group has members and what they have consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from consumergroup.admin import ClusterAdmin
+from consumergroup.errors import NonEmptyGroupError
+from consumergroup.testing import free_port
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.cli_support import FAST, Result, run_cli
+from tests.integration.group_support import Recorder, group_config, running_member, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@asynccontextmanager
+async def members(
+    bootstrap: str, group: str, topic: str, count: int, partitions: int
+) -> AsyncIterator[list[Recorder]]:
+    """``count`` members of ``group`` on ``topic``, running until the block ends."""
+    handlers = [Recorder(f"m{i}") for i in range(count)]
+    async with AsyncExitStack() as stack:
+        for handler in handlers:
+            await stack.enter_async_context(
+                running_member(bootstrap, group, [topic], handler, group_config())
+            )
+        await wait_for(
+            lambda: (
+                sum(h.owned() for h in handlers) == partitions
+                and all(h.owned() for h in handlers[:partitions])
+            ),
+            60,
+            "every partition claimed",
+        )
+        yield handlers
+
+
+async def consumed_group(bootstrap: str, topic: str, partitions: int, wanted: int) -> str:
+    """A group that consumed (and committed) ``wanted`` records of ``topic``, then left."""
+    group = unique()
+    handler = Recorder()
+    async with running_member(bootstrap, group, [topic], handler, group_config()):
+        await wait_for(lambda: len(handler.seen) >= wanted, 60, f"{wanted} records consumed")
+    assert len(handler.seen) == wanted
+    return group
+
+
+async def until_listed(admin: ClusterAdmin, group: str) -> None:
+    """Wait until ListGroups shows ``group`` (Tansu lists a group once it has committed)."""
+    for _ in range(100):
+        if group in await admin.list_groups():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"ListGroups never showed {group!r}")
+
+
+def one_line_error(result: Result) -> str:
+    """The single stderr line of a failed command (no traceback)."""
+    assert "Traceback" not in result.err, result.err
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("Error: "), line
+    return line
+
+
+# ------------------------------------------------------------------------- ClusterAdmin
+
+
+async def test_cluster_admin_reads_groups_offsets_and_commits_only_when_empty(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [b"early-%d" % i for i in range(6)])
+    await asyncio.sleep(0.05)
+    between = datetime.now(UTC)
+    await asyncio.sleep(0.05)
+    await produce(bootstrap, topic, [b"late-%d" % i for i in range(4)])
+    tps = [(topic, 0), (topic, 1)]
+    group = unique()
+    async with ClusterAdmin([bootstrap]) as admin:
+        assert await admin.end_offsets(tps) == {(topic, 0): 5, (topic, 1): 5}
+        assert await admin.earliest_offsets(tps) == {(topic, 0): 0, (topic, 1): 0}
+        # 3 early records per partition: the late ones start at offset 3.
+        assert await admin.offsets_for_time(tps, between) == {(topic, 0): 3, (topic, 1): 3}
+        async with members(bootstrap, group, topic, 1, 2) as [handler]:
+            await wait_for(lambda: len(handler.seen) == 10, 30, "all consumed")
+            await until_listed(admin, group)
+            [desc] = await admin.describe_groups([group])
+            assert (desc.state, desc.protocol_type, len(desc.members)) == ("Stable", "consumer", 1)
+            with pytest.raises(NonEmptyGroupError, match="active member"):
+                await admin.commit_offsets(group, {(topic, 0): 1})
+            with pytest.raises(NonEmptyGroupError, match="active member"):
+                await admin.delete_groups([group])
+        assert await admin.list_consumer_group_offsets(group) == {(topic, 0): 5, (topic, 1): 5}
+        await admin.commit_offsets(group, {(topic, 0): 1})
+        assert await admin.list_consumer_group_offsets(group, tps) == {(topic, 0): 1, (topic, 1): 5}
+        await admin.delete_groups([group])
+        assert group not in await admin.list_groups()
+        assert await admin.list_consumer_group_offsets(group, tps) == {}
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+async def test_topics_creates_and_lists(bootstrap: str) -> None:
+    name = unique("cli-topic")
+    created = await run_cli("topics", "-b", bootstrap, "--create", name, "--partitions", "3")
+    assert created.code == 0, created.err
+    listed = await run_cli("topics", "-b", bootstrap, "--json")
+    assert listed.code == 0, listed.err
+    assert {"topic": name, "partitions": 3} in json.loads(listed.out)
+    table = await run_cli("topics", "-b", bootstrap)
+    assert any(line.split() == [name, "3"] for line in table.out.splitlines()), table.out
+    again = await run_cli("topics", "-b", bootstrap, "--create", name, "--partitions", "3")
+    assert again.code == 1
+    assert "already exists" in one_line_error(again)
+
+
+async def test_describe_shows_both_members_and_groups_lists_the_group(
+    bootstrap: str, new_topic: TopicFactory, on_tansu: bool
+) -> None:
+    topic = await new_topic(partitions=4)
+    group = unique()
+    async with members(bootstrap, group, topic, 2, 4), ClusterAdmin([bootstrap]) as admin:
+        await until_listed(admin, group)
+        listed = await run_cli("groups", "-b", bootstrap, "--json")
+        described = await run_cli("describe", group, "-b", bootstrap, "--json")
+        table = await run_cli("describe", group, "-b", bootstrap)
+    assert listed.code == 0, listed.err
+    assert {"group": group, "protocol_type": "consumer"} in json.loads(listed.out)
+    assert described.code == 0, described.err
+    desc = json.loads(described.out)
+    assert desc["group"] == group and desc["state"] == "Stable"
+    assert len(desc["members"]) == 2
+    if not on_tansu:  # Tansu reports no client id, host or assignment
+        assigned = sorted(
+            p for m in desc["members"] for a in m["assignment"] for p in a["partitions"]
+        )
+        assert assigned == [0, 1, 2, 3]
+    assert table.code == 0, table.err
+    assert "state Stable" in table.out and "2 member(s)" in table.out
+    for member in desc["members"]:
+        assert member["member_id"] in table.out
+
+
+async def test_lag_is_produced_minus_consumed(bootstrap: str, new_topic: TopicFactory) -> None:
+    topic = await new_topic(partitions=3)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(30)])
+    group = await consumed_group(bootstrap, topic, 3, 30)
+    await produce(bootstrap, topic, [b"w%d" % i for i in range(12)])  # produced, not consumed
+
+    result = await run_cli("lag", group, "-b", bootstrap, "--json")
+    assert result.code == 0, result.err
+    rows = json.loads(result.out)
+    assert [(r["topic"], r["partition"]) for r in rows] == [(topic, p) for p in range(3)]
+    for row in rows:
+        assert set(row) == {"topic", "partition", "committed", "end", "lag"}
+        assert row["lag"] == row["end"] - row["committed"]
+    assert sum(r["committed"] for r in rows) == 30
+    assert sum(r["lag"] for r in rows) == 12  # produced 42 - consumed 30
+
+    table = await run_cli("lag", group, "-b", bootstrap)
+    assert table.code == 0, table.err
+    assert "total lag 12" in table.out
+
+
+async def test_reset_offsets_dry_run_changes_nothing_and_execute_moves_the_group(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(20)])
+    group = await consumed_group(bootstrap, topic, 2, 20)
+    async with ClusterAdmin([bootstrap]) as admin:
+        before = await admin.list_consumer_group_offsets(group)
+    assert before == {(topic, 0): 10, (topic, 1): 10}
+
+    dry = await run_cli("reset-offsets", group, "-b", bootstrap, "--topic", topic,
+                        "--to-offset", "4", "--json")  # fmt: skip
+    assert dry.code == 0, dry.err
+    assert json.loads(dry.out) == [
+        {"topic": topic, "partition": p, "current": 10, "new": 4} for p in range(2)
+    ]
+    assert "dry run" in dry.err
+    async with ClusterAdmin([bootstrap]) as admin:
+        assert await admin.list_consumer_group_offsets(group) == before
+
+    done = await run_cli("reset-offsets", group, "-b", bootstrap, "--topic", f"{topic}:1",
+                         "--shift-by", "-7", "--execute")  # fmt: skip
+    assert done.code == 0, done.err
+    assert "reset the offsets" in done.err
+    # The next consumer of the group starts where asked: partition 1 at 3, partition 0 at 10.
+    consumed = await run_cli("consume", "-b", bootstrap, "-g", group, "-t", topic,
+                             "--format", "json", "-n", "7", "--timeout", "60", *FAST)  # fmt: skip
+    assert consumed.code == 0, consumed.err
+    got = [json.loads(line) for line in consumed.out.splitlines()]
+    assert [(m["partition"], m["offset"]) for m in got] == [(1, o) for o in range(3, 10)]
+
+    earliest = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic,
+                             "--to-earliest", "--execute")  # fmt: skip
+    assert earliest.code == 0, earliest.err
+    async with ClusterAdmin([bootstrap]) as admin:
+        assert await admin.list_consumer_group_offsets(group) == {(topic, 0): 0, (topic, 1): 0}
+
+
+async def test_reset_and_delete_are_refused_while_the_group_has_members(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(8)])
+    group = unique()
+    async with members(bootstrap, group, topic, 1, 2) as [handler]:
+        await wait_for(lambda: len(handler.seen) == 8, 30, "all consumed")
+        refused = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic,
+                                "--to-earliest", "--execute")  # fmt: skip
+        dry = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic, "--to-earliest")
+        deleted = await run_cli("delete", group, "-b", bootstrap)
+        async with ClusterAdmin([bootstrap]) as admin:
+            still = await admin.list_consumer_group_offsets(group)
+    for result in (refused, dry):
+        assert result.code == 1
+        assert "1 active member(s)" in one_line_error(result)
+        assert "stop its consumers" in result.err
+    assert deleted.code == 1
+    assert "still has members" in one_line_error(deleted)
+    assert still == {(topic, 0): 4, (topic, 1): 4}  # nothing was reset
+
+    # Without members, delete works and the group is gone.
+    gone = await run_cli("delete", group, "-b", bootstrap)
+    assert gone.code == 0, gone.err
+    listed = await run_cli("groups", "-b", bootstrap, "--json")
+    assert group not in {g["group"] for g in json.loads(listed.out)}
+
+
+async def test_reset_to_datetime_finds_the_first_later_record(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"old-%d" % i for i in range(5)])
+    await asyncio.sleep(0.05)
+    between = datetime.now(UTC)
+    await asyncio.sleep(0.05)
+    await produce(bootstrap, topic, [b"new-%d" % i for i in range(3)])
+    group = await consumed_group(bootstrap, topic, 1, 8)
+    result = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic, "--json",
+                           "--to-datetime", between.isoformat())  # fmt: skip
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == [{"topic": topic, "partition": 0, "current": 8, "new": 5}]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["reset-offsets", "g", "-t", "t"], 2, "give exactly one of --to-earliest"),
+        (["reset-offsets", "g", "-t", "t", "--to-datetime", "soon"], 2, "not an ISO 8601 time"),
+        (["lag", "g", "-t", "no-such-topic"], 2, "does not exist"),
+        (["delete"], 2, "Missing argument 'GROUP'"),
+    ],
+    ids=["no-mode", "bad-datetime", "unknown-topic", "no-group"],
+)
+async def test_admin_usage_errors_exit_2_without_a_traceback(
+    bootstrap: str, args: list[str], code: int, says: str
+) -> None:
+    result = await run_cli(*args, "-b", bootstrap, timeout=30)
+    assert result.code == code
+    assert "Traceback" not in result.err
+    assert says in result.err
+
+
+async def test_unreachable_bootstrap_is_one_line_for_every_admin_command() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    for args in (["groups"], ["describe", "g"], ["lag", "g"], ["topics"], ["delete", "g"]):
+        result = await run_cli(*args, "-b", address, "--connect-timeout", "2", timeout=30)
+        assert result.code == 2, (args, result.err)
+        assert "no Kafka broker answered" in one_line_error(result)
+
+
+async def test_command_config_file_and_env_give_the_connection(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    from_env = await run_cli("topics", "--json", env={"CONSUMERGROUP_BOOTSTRAP": bootstrap})
+    assert from_env.code == 0, from_env.err
+    props = tmp_path / "client.properties"
+    props.write_text(f"# like Kafka's tools\nbootstrap.servers={bootstrap}\ngroup.id=ignored\n")
+    result = await run_cli("topics", "--command-config", str(props), "--json", timeout=30)
+    assert result.code == 0, result.err
+    assert isinstance(json.loads(result.out), list)
+    assert "ignoring 'group.id'" in result.err
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_SMOKE\n")
+    refused = await run_cli("topics", "--command-config", str(bad), timeout=30)
+    assert refused.code == 2
+    assert "security.protocol 'SASL_SMOKE' is not one of" in one_line_error(refused)
