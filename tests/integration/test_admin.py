@@ -59,6 +59,16 @@ async def consumed_group(bootstrap: str, topic: str, partitions: int, wanted: in
     return group
 
 
+async def two_waves(bootstrap: str, topic: str, first: int, second: int) -> datetime:
+    """Produce ``first`` records, then ``second`` more; return a time between the two waves."""
+    await produce(bootstrap, topic, [b"early-%d" % i for i in range(first)])
+    await asyncio.sleep(0.05)
+    between = datetime.now(UTC)
+    await asyncio.sleep(0.05)
+    await produce(bootstrap, topic, [b"late-%d" % i for i in range(second)])
+    return between
+
+
 async def until_listed(admin: ClusterAdmin, group: str) -> None:
     """Wait until ListGroups shows ``group`` (Tansu lists a group once it has committed)."""
     for _ in range(100):
@@ -83,11 +93,7 @@ async def test_cluster_admin_reads_groups_offsets_and_commits_only_when_empty(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
     topic = await new_topic(partitions=2)
-    await produce(bootstrap, topic, [b"early-%d" % i for i in range(6)])
-    await asyncio.sleep(0.05)
-    between = datetime.now(UTC)
-    await asyncio.sleep(0.05)
-    await produce(bootstrap, topic, [b"late-%d" % i for i in range(4)])
+    between = await two_waves(bootstrap, topic, 6, 4)
     tps = [(topic, 0), (topic, 1)]
     group = unique()
     async with ClusterAdmin([bootstrap]) as admin:
@@ -248,11 +254,7 @@ async def test_reset_to_datetime_finds_the_first_later_record(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
     topic = await new_topic(partitions=1)
-    await produce(bootstrap, topic, [b"old-%d" % i for i in range(5)])
-    await asyncio.sleep(0.05)
-    between = datetime.now(UTC)
-    await asyncio.sleep(0.05)
-    await produce(bootstrap, topic, [b"new-%d" % i for i in range(3)])
+    between = await two_waves(bootstrap, topic, 5, 3)
     group = await consumed_group(bootstrap, topic, 1, 8)
     result = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic, "--json",
                            "--to-datetime", between.isoformat())  # fmt: skip
