@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 import time
@@ -22,8 +23,12 @@ def main() -> int:
         default=int(os.environ.get("CHAOS_SEED", time.time())),
         help="RNG seed (default: $CHAOS_SEED, else the clock); printed to reproduce a run",
     )
+    parser.add_argument("--cycles", type=int, help="override the profile's number of cycles")
     args = parser.parse_args()
-    run = ChaosRun(PROFILES[args.profile], args.seed, log=lambda line: print(line, flush=True))
+    profile = PROFILES[args.profile]
+    if args.cycles:
+        profile = dataclasses.replace(profile, cycles=args.cycles)
+    run = ChaosRun(profile, args.seed, log=lambda line: print(line, flush=True))
     report = asyncio.run(run.run())
     print(report.format(), flush=True)
     return 1 if report.violations else 0
