@@ -60,23 +60,24 @@ class Profile:
 
 
 PROFILES = {
-    "short": Profile("short", 10, 6, 3, 4, 30.0, (0.5, 2.5), (0.3, 1.0), 40.0, 90.0),
+    "short": Profile("short", 11, 6, 3, 4, 30.0, (0.5, 2.5), (0.3, 1.0), 40.0, 90.0),
     "long": Profile("long", 100, 8, 3, 5, 30.0, (1.0, 6.0), (0.5, 3.0), 50.0, 180.0),
 }
 
-# Fault kind -> weight. "outage" is not drawn: it is the middle cycle.
-WEIGHTS = {
-    "cut": 3,
-    "cut_all": 1,
-    "refuse": 2,
-    "delay": 2,
-    "drop_mid_response": 2,
-    "blackhole": 2,
-    "kill9": 2,
-    "sigstop": 2,
-    "join": 1,
-    "leave": 1,
-}
+# Drawn like cards from a shuffled deck of every kind, refilled when empty: any ten
+# cycles in a row try every kind. "outage" is not in it: it is the middle cycle.
+FAULTS = (
+    "cut",
+    "cut_all",
+    "refuse",
+    "delay",
+    "drop_mid_response",
+    "blackhole",
+    "kill9",
+    "sigstop",
+    "join",
+    "leave",
+)
 
 
 class Member:
@@ -235,6 +236,7 @@ class ChaosRun:
         self.fault_log: list[tuple[float, float, str]] = []  # (start, end, what)
         self._start = time.time()
         self._outage_end: float | None = None
+        self._deck: list[str] = []
         self._warm = 0.0  # when the group first caught up: stalls count from here
 
     def log(self, text: str) -> None:
@@ -337,12 +339,7 @@ class ChaosRun:
             await self._outage()
             await self._check_members()
             return
-        kinds = dict(WEIGHTS)
-        if len(alive) >= p.max_members:
-            kinds.pop("join")
-        if len(alive) <= p.min_members:
-            kinds.pop("leave")
-        kind = self.rng.choices(list(kinds), weights=list(kinds.values()))[0]
+        kind = self._draw(len(alive))
         target = self.rng.choice(alive)
         length = self.rng.uniform(*p.fault_s)
         started = time.time()
@@ -351,6 +348,20 @@ class ChaosRun:
         self.fault_log.append((started, time.time(), what))
         await self._check_members()
         await asyncio.sleep(self.rng.uniform(*p.settle_s))
+
+    def _draw(self, alive: int) -> str:
+        """The next fault from the deck that fits the member count (others wait their turn)."""
+        if not self._deck:
+            self._deck = list(FAULTS)
+            self.rng.shuffle(self._deck)
+        for kind in self._deck:
+            if (kind == "join" and alive >= self.profile.max_members) or (
+                kind == "leave" and alive <= self.profile.min_members
+            ):
+                continue
+            self._deck.remove(kind)
+            return kind
+        return "cut"  # only join/leave are left and neither fits: a cut keeps the pace
 
     async def _inject(self, kind: str, m: Member, length: float) -> str:
         """Apply one fault, wait it out, heal; returns a description for the log."""
