@@ -12,8 +12,9 @@ route can fail on its own:
 * ``refuse(node)``: live connections are cut and new ones closed at once;
 * ``restore(node)``: forward normally again.
 
-``rewrite_response(api_key, frame) -> frame`` may alter any response frame
-(the body after the 4-byte size) before it reaches the client.
+``rewrite_response(api_key, version, frame) -> frame`` may alter any response
+frame (after the 4-byte size: correlation id, then the body) before it reaches
+the client.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class FakeCluster:
         self.ports: dict[int, int] = {}
         #: (topic, partition) -> leader node id; unset partitions are led by node 1.
         self.leaders: dict[tuple[str, int], int] = {}
-        self.rewrite_response: Callable[[int, bytes], bytes] | None = None
+        self.rewrite_response: Callable[[int, int, bytes], bytes] | None = None
         self._mode: dict[int, str] = dict.fromkeys(self.node_ids, "up")
         self._servers: list[asyncio.Server] = []
         self._links: set[_Link] = set()
@@ -169,7 +170,7 @@ class FakeCluster:
         if key == 3:
             frame = frame[:4] + self._metadata(version, frame[4:])
         if self.rewrite_response is not None:
-            frame = self.rewrite_response(key, frame)
+            frame = self.rewrite_response(key, version, frame)
         return frame
 
     def _metadata(self, version: int, body: bytes) -> bytes:

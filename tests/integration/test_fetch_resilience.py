@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
+from collections.abc import Callable
 
 import pytest
+from aiokafka.protocol import fetch
 
 import consumergroup as cg
 from consumergroup.message import ConsumerMessage
 
-from ..conftest import TopicFactory
+from ..conftest import TopicFactory, unique
 from ..helpers import produce
 from .cluster_proxy import FakeCluster
+from .group_support import group_config
 from .test_connection import split
 
 pytestmark = pytest.mark.timeout(90)
@@ -136,3 +140,61 @@ async def test_a_black_holed_leader_costs_one_dial_per_round_not_one_per_partiti
     assert took < 8, f"partitions of the dead broker took {took:.1f}s to come back"
     for p in range(partitions):
         assert reader.values(p) == [b"before", b"after"], p
+
+
+def cap_fetched_records(limit: int) -> Callable[[int, int, bytes], bytes]:
+    """A response rewriter that cuts every partition's records to ``limit`` bytes, as
+    Kafka does for a partition whose next batch exceeds the partition's fetch size."""
+
+    def rewrite(key: int, version: int, frame: bytes) -> bytes:
+        if key != 1:
+            return frame
+        resp = getattr(fetch, f"FetchResponse_v{version}").decode(frame[4:])
+        resp.topics = [
+            (topic, [(*p[:-1], p[-1][:limit] if p[-1] else p[-1]) for p in parts])
+            for topic, parts in resp.topics
+        ]
+        encoded: bytes = resp.encode()
+        return frame[:4] + encoded
+
+    return rewrite
+
+
+class Marker(cg.ConsumerGroupHandler):
+    """Marks and records every message value."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes | None] = []
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for message in claim.messages():
+            self.values.append(message.value)
+            session.mark_message(message)
+
+
+async def test_an_oversized_batch_ends_run_with_an_error_naming_it(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # Issue 8 #9: with fetch.max set, such a batch was skipped one offset per round and
+    # only logged: its records (and the README's "nothing skipped") were lost.
+    topic = await new_topic(partitions=1)
+    for value in (b"small", b"x" * 100_000, b"after"):
+        await produce(bootstrap, topic, [value], partition=0, linger_ms=0)
+    config = group_config()
+    config.consumer.fetch.default = 16_384
+    config.consumer.fetch.max = 65_536
+    handler = Marker()
+    async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
+        cluster.rewrite_response = cap_fetched_records(50_000)
+        async with cg.ConsumerGroup([cluster.address()], unique(), config) as group:
+            with pytest.raises(cg.ConsumerError) as info:
+                async with asyncio.timeout(30):
+                    await group.run([topic], handler)
+    text = str(info.value)
+    assert f"{topic}/0" in text
+    assert "offset 1" in text and "consumer.fetch.max=65536" in text
+    size = re.search(r"is (\d+) bytes", text)
+    assert size is not None and int(size.group(1)) > 100_000  # the batch's own size
+    assert handler.values == [b"small"]  # nothing after the batch was handed out
