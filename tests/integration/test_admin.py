@@ -289,6 +289,16 @@ async def test_unreachable_bootstrap_is_one_line_for_every_admin_command() -> No
         assert "no Kafka broker answered" in one_line_error(result)
 
 
+async def test_verbose_adds_the_traceback_to_the_one_line_error() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    quiet = await run_cli("lag", "g", "-b", address, "--connect-timeout", "2", timeout=30)
+    loud = await run_cli("-v", "lag", "g", "-b", address, "--connect-timeout", "2", timeout=30)
+    assert quiet.code == loud.code == 2
+    assert "Traceback" not in quiet.err
+    assert "Traceback" in loud.err
+    assert loud.err.strip().splitlines()[-1] == one_line_error(quiet)
+
+
 async def test_command_config_file_and_env_give_the_connection(
     bootstrap: str, tmp_path: Path
 ) -> None:
