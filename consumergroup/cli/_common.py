@@ -104,7 +104,7 @@ def _verbosity() -> int:
     return int(ctx.find_root().params.get("verbose") or 0) if ctx is not None else 0
 
 
-def _leaf(exc: BaseException) -> BaseException:
+def leaf_error(exc: BaseException) -> BaseException:
     """The first real error inside (nested) exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -129,7 +129,7 @@ def run_command(coro_factory: Callable[[], Awaitable[int]]) -> int:
         click.echo("consumergroup: interrupted", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        leaf = _leaf(exc)
+        leaf = leaf_error(exc)
         if verbose:
             traceback.print_exception(exc)
         if isinstance(leaf, CliError):

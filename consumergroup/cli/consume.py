@@ -46,6 +46,7 @@ from ._common import (
     Stopper,
     explain_connect_error,
     format_claims,
+    leaf_error,
     preflight,
     ranged,
     render_bytes,
@@ -254,6 +255,7 @@ class _Printer:
         self._stopper = stopper
         self.count = 0
         self.claims: dict[str, list[int]] = {}
+        self.joined = False  # a session has started (errors after it are runtime failures)
 
     def take(self, msg: ConsumerMessage) -> bool:
         """Print one message; False when the limit was already reached (leave it unmarked)."""
@@ -280,6 +282,7 @@ class _PrintHandler(ConsumerGroupHandler):
     async def setup(self, session: ConsumerGroupSession) -> None:
         """Report the session's claims."""
         self._printer.claims = session.claims
+        self._printer.joined = True
         status(
             f"joined group {session.group_id!r} (generation {session.generation_id}, member "
             f"{session.member_id}): {format_claims(session.claims)}"
@@ -356,10 +359,12 @@ async def _until_stopped(opts: _ConsumeOptions, stopper: Stopper, work: asyncio.
         stop_wait.cancel()
 
 
-def _failure(exc: ConsumerGroupError, cluster: ClusterOptions) -> CliError:
+def _failure(exc: ConsumerGroupError, cluster: ClusterOptions, *, joined: bool) -> CliError:
+    """The one line for an error that ended consuming: a usage error (2) until the
+    first session started, a runtime failure (1) after."""
     if isinstance(exc, UnknownTopicOrPartitionError):
         return CliError(f"{exc} (check --topic)")
-    explained = explain_connect_error(exc, cluster.bootstrap or "")
+    explained = None if joined else explain_connect_error(exc, cluster.bootstrap or "")
     return explained or CliFailure(f"consuming failed: {exc}")
 
 
@@ -382,13 +387,15 @@ async def _consume_group(opts: _ConsumeOptions, cluster: ClusterOptions) -> int:
             finally:
                 joining = group.state in (GroupState.STARTING, GroupState.JOINING)
                 closed = await _close(group, runner, joining)
-        error = None if runner.cancelled() else runner.exception()
-        if isinstance(error, ConsumerGroupError) and not (joining and stopper.event.is_set()):
-            raise _failure(error, cluster) from None
-        if error is not None and not isinstance(error, ConsumerGroupError):
-            raise error
-        if error is not None:  # stopped mid-join: the join failed as the member closed under it
+        raised = None if runner.cancelled() else runner.exception()
+        error = None if raised is None else leaf_error(raised)
+        if error is not None and joining and stopper.event.is_set():
+            # Stopped mid-join: the join failed because the member closed under it.
             log.info("join abandoned on stop: %s", error)
+        elif isinstance(error, ConsumerGroupError):
+            raise _failure(error, cluster, joined=printer.joined) from None
+        elif raised is not None:
+            raise raised
     elapsed = loop.time() - started
     why = f" ({stopper.reason})" if stopper.reason else ""
     if closed:
@@ -449,7 +456,7 @@ async def _consume_partitions(opts: _ConsumeOptions, cluster: ClusterOptions) ->
                     {(topic, p): opts.offset for p in opts.partitions}
                 )
             except ConsumerGroupError as exc:
-                raise _failure(exc, cluster) from None
+                raise _failure(exc, cluster, joined=False) from None
             readers = _gather(pcs.values(), printer)
             await _until_stopped(opts, stopper, readers)
             readers.cancel()

@@ -20,7 +20,7 @@ import pytest
 
 from consumergroup.admin import ClusterAdmin
 from consumergroup.cli import render_bytes
-from consumergroup.testing import free_port
+from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.cli_support import FAST, cli_env, kill_tree, run_cli, spawn
@@ -356,3 +356,30 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
     assert proc.returncode == 0, stderr
     assert took < 5.0, f"the stop took {took:.1f}s:\n{stderr}"
     assert "SIGTERM: closing" in stderr and "Traceback" not in stderr
+
+
+async def test_a_broker_lost_mid_run_ends_in_one_line_never_a_traceback() -> None:
+    # Its own broker, killed once the member has joined. Whether run() gives up (exit 1,
+    # one line) or keeps retrying until --timeout (exit 0), stderr has no traceback.
+    async with EmbeddedBroker() as broker:
+        await broker.create_topic("lost", 1)
+        proc = await spawn("consume", "-b", broker.bootstrap, "-g", unique(), "-t", "lost",
+                           "--timeout", "20", "--connect-timeout", "2", *FAST)  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            async with asyncio.timeout(60):
+                joined = await proc.stderr.readline()
+                assert b"joined group" in joined, joined
+                await broker.close()
+                _, rest = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                kill_tree(proc)
+                await proc.wait()
+    stderr = rest.decode()
+    assert "Traceback" not in stderr and "ExceptionGroup" not in stderr, stderr
+    if proc.returncode == 1:
+        [line] = stderr.strip().splitlines()
+        assert line.startswith("Error: consuming failed: ")
+    else:
+        assert proc.returncode == 0, stderr
