@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from aiokafka.protocol.admin import (
+    DescribeGroupsResponse_v0,
+    DescribeGroupsResponse_v1,
+    DescribeGroupsResponse_v2,
+    DescribeGroupsResponse_v3,
+)
+from aiokafka.protocol.group import SyncGroupRequest_v0, SyncGroupRequest_v3
 
 from consumergroup.admin import ClusterAdmin
 from consumergroup.errors import NonEmptyGroupError
-from consumergroup.testing import free_port
+from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, produce
 from tests.integration.cli_support import FAST, Result, run_cli
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
@@ -160,6 +168,67 @@ async def test_describe_shows_both_members_and_groups_lists_the_group(
     assert "state Stable" in table.out and "2 member(s)" in table.out
     for member in desc["members"]:
         assert member["member_id"] in table.out
+
+
+class AssignmentFillingProxy(KafkaFrameProxy):
+    """In front of Tansu, which answers DescribeGroups without member assignments: records
+    the assignments the group leader sends in SyncGroup and puts them into DescribeGroups
+    answers, as a Kafka broker would report them."""
+
+    def __init__(self, target_port: int, listen_port: int) -> None:
+        super().__init__(target_port, listen_port)
+        self.assignments: dict[str, bytes] = {}
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        """Remember the leader's SyncGroup assignments, then forward."""
+        key, version, _, id_len = struct.unpack_from(">hhih", frame, 0)
+        if key == 14:  # SyncGroup v0-v3: the assignments are the last field
+            codec = SyncGroupRequest_v3 if version >= 3 else SyncGroupRequest_v0
+            body = codec.decode(frame[10 + max(id_len, 0) :])
+            self.assignments.update(dict(body.group_assignment))
+        await super().forward_request(link, frame)
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        """Fill each described member's assignment."""
+        if key != 15:
+            return frame
+        codec = _DESCRIBE_RESPONSES[version]
+        resp = codec.decode(frame[4:])
+        resp.groups = [
+            (*g[:5], [(*m[:4], self.assignments.get(m[0], m[4])) for m in g[5]], *g[6:])
+            for g in resp.groups
+        ]
+        encoded: bytes = resp.encode()
+        return frame[:4] + encoded
+
+
+_DESCRIBE_RESPONSES = {
+    0: DescribeGroupsResponse_v0,
+    1: DescribeGroupsResponse_v1,
+    2: DescribeGroupsResponse_v2,
+    3: DescribeGroupsResponse_v3,
+}
+
+
+async def test_describe_shows_what_each_member_was_assigned() -> None:
+    proxy_port = free_port()
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        AssignmentFillingProxy(broker.port, proxy_port) as proxy,
+    ):
+        topic, group = unique("t"), unique()
+        await broker.create_topic(topic, 5)
+        async with members(proxy.address, group, topic, 2, 5) as handlers:
+            result = await run_cli("describe", group, "-b", proxy.address, "--json")
+            table = await run_cli("describe", group, "-b", proxy.address)
+            claims = sorted(sorted(h.claims[topic]) for h in handlers)
+    assert result.code == 0, result.err
+    described = json.loads(result.out)["members"]
+    assigned = sorted([a["partitions"] for m in described for a in m["assignment"]])
+    assert assigned == claims  # each member's share, as the members themselves see it
+    assert sorted(p for share in claims for p in share) == [0, 1, 2, 3, 4]
+    for share in claims:
+        assert f"{topic}/{','.join(map(str, share))}" in table.out
 
 
 async def test_lag_is_produced_minus_consumed(bootstrap: str, new_topic: TopicFactory) -> None:
