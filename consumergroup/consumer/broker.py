@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ class BrokerConsumer:
         config: Config,
         orphan: Orphan,
         on_exit: Callable[[BrokerConsumer], None],
+        on_fetch: Callable[[float, int, int], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self._client = client
@@ -81,6 +83,10 @@ class BrokerConsumer:
         self._wake = asyncio.Event()
         self._orphan = orphan
         self._on_exit = on_exit
+        # Told each Fetch round trip's seconds, records and bytes (metrics).
+        self._on_fetch = on_fetch
+        # The last response's records and bytes, summed by _handle for _on_fetch.
+        self._fetched = (0, 0)
         c = config.consumer
         self._max_wait_ms = int(c.max_wait_time * 1000)
         self._isolation = 1 if c.isolation_level == "read_committed" else 0
@@ -171,6 +177,7 @@ class BrokerConsumer:
             chosen, behind = self._select(ready)
             try:
                 conn = await self._client.connection(self.node_id, "fetch")
+                sent = time.monotonic()
                 resp = await conn.send(
                     self._request(chosen, _SHORT_POLL_MS if short else self._max_wait_ms),
                     timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
@@ -188,6 +195,8 @@ class BrokerConsumer:
                     self._drop(pc, exc)
                 return
             delivered = self._handle(resp)
+            if self._on_fetch is not None:
+                self._on_fetch(time.monotonic() - sent, *self._fetched)
             if delivered is not None:
                 self._adapt(behind, delivered)
             if delivered is None:
@@ -245,9 +254,10 @@ class BrokerConsumer:
                 self.node_id,
                 error_for_code(resp.error_code).__name__,
             )
+            self._fetched = (0, 0)
             return None
         subs = self._subs
-        delivered = 0
+        delivered = fetched_records = fetched_bytes = 0
         for topic, partitions in resp.topics:
             for p in partitions:
                 pc = subs.get((topic, p[0]))
@@ -285,6 +295,9 @@ class BrokerConsumer:
                 pc._fetch_size = self._config.consumer.fetch.default
                 pc._deliver(scanned)
                 delivered += 1
+                fetched_records += scanned.count
+                fetched_bytes += scanned.bytes_consumed
+        self._fetched = (fetched_records, fetched_bytes)
         return delivered
 
     def _grow(self, pc: PartitionConsumer, records: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._lifecycle import AsyncResource
 from ..client import Client
@@ -68,6 +68,8 @@ class Consumer(AsyncResource):
         self._closed = False
         # What readers took per partition, over every PartitionConsumer it had (metrics).
         self._consumed: dict[TopicPartition, Consumed] = {}
+        #: Called after every Fetch round trip with (seconds, records, bytes): metrics.
+        self.on_fetch: Callable[[float, int, int], None] | None = None
 
     @property
     def client(self) -> Client:
@@ -155,11 +157,15 @@ class Consumer(AsyncResource):
         bc = self._brokers.get(node)
         if bc is None or not bc.running:
             bc = BrokerConsumer(
-                node, self._client, self.config, self._orphaned, self._broker_exited
+                node, self._client, self.config, self._orphaned, self._broker_exited, self._fetched
             )
             self._brokers[node] = bc
             bc.start()
         bc.subscribe(pc)
+
+    def _fetched(self, latency: float, records: int, nbytes: int) -> None:
+        if self.on_fetch is not None:
+            self.on_fetch(latency, records, nbytes)
 
     def _orphaned(self, pc: PartitionConsumer, error: BaseException) -> None:
         self._orphans.put_nowait(pc)

@@ -78,6 +78,7 @@ class ConsumerGroup(AsyncResource):
         self._error: str | None = None
         # Event receivers (metrics); called synchronously on the loop, see GroupObserver.
         self._observers: list[GroupObserver] = []
+        self._consumer.on_fetch = lambda *fetched: self._notify("on_fetch", *fetched)
 
     def __repr__(self) -> str:
         return f"<ConsumerGroup {self.group_id} member={self._membership.member_id!r}>"

@@ -52,6 +52,20 @@ class Gated(Recorder):
         await super().consume_claim(session, claim)
 
 
+class Fetches(cg.GroupObserver):
+    """Records the on_fetch events of a group."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.nbytes = 0
+        self.latencies: list[float] = []
+
+    def on_fetch(self, group_id: str, latency: float, records: int, nbytes: int) -> None:
+        self.latencies.append(latency)
+        self.records += records
+        self.nbytes += nbytes
+
+
 class Stuck(cg.ConsumerGroupHandler):
     """Ignores the session ending: only the runtime's cancellation stops it."""
 
@@ -103,6 +117,8 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
     await produce(bootstrap, topic, [f"v{i}".encode() for i in range(20)])
     group = cg.ConsumerGroup([bootstrap], unique(), group_config())
     handler = Gated()
+    fetches = Fetches()
+    group.add_observer(fetches)
     registry = CollectorRegistry()
     app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], handler, close_timeout=10))
     app.include_router(health_router(group, registry=registry))
@@ -142,6 +158,14 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
             assert sum(consumed.values()) == 20, text
             state = samples(text, "consumergroup_state")
             assert state[(("group", group.group_id), ("state", "stable"))] == 1.0
+            # Every Fetch round trip was observed; the records came in those responses.
+            assert fetches.records == 20 and fetches.nbytes > 0
+            assert all(latency >= 0 for latency in fetches.latencies)
+            fetched = samples(text, "consumergroup_fetch_latency_seconds_count")
+            assert fetched[(("group", group.group_id),)] == len(fetches.latencies)
+            assert sum(samples(text, "consumergroup_bytes_consumed_total").values()) == (
+                fetches.nbytes
+            )
 
         after = await client.get("/health/ready")
         assert after.status_code == 503 and after.json()["groups"][0]["state"] == "closed"
