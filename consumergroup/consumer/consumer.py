@@ -214,35 +214,36 @@ class Consumer(AsyncResource):
             await self._route_all(live)
 
     async def _route_all(self, pcs: list[PartitionConsumer]) -> None:
-        """Route ``pcs`` to their leaders' fetch tasks, one leader at a time.
+        """Route ``pcs`` to their leaders' fetch tasks.
 
         The partitions a broker leads share its fate: it is dialed once for all of
         them, so an unreachable broker costs one ``net.dial_timeout`` per round
-        however many partitions it leads.
+        however many partitions it leads. Every dial happens before the first
+        subscription: with the connections open, subscribing does not suspend, so a
+        caller (the group applying its pauses) acts on the partitions before any
+        fetch task sees them.
         """
         by_node: dict[int, list[PartitionConsumer]] = {}
         for pc in pcs:
             by_node.setdefault(self._client.leader_id(pc.topic, pc.partition), []).append(pc)
-        await asyncio.gather(*(self._route_node(node, group) for node, group in by_node.items()))
-
-    async def _route_node(self, node: int, pcs: list[PartitionConsumer]) -> None:
-        if node >= 0:
+        for node in [n for n in by_node if n >= 0]:
             try:
                 await self._client.connection(node, "fetch")
             except Exception as exc:
+                stranded = by_node.pop(node)
                 if not _transient(exc):
-                    self._fail_all(pcs, f"cannot fetch from broker {node}", exc)
-                    return
+                    self._fail_all(stranded, f"cannot fetch from broker {node}", exc)
+                    continue
                 log.info(
                     "broker %d unreachable (%s); %d partitions wait for the next round",
                     node,
                     exc,
-                    len(pcs),
+                    len(stranded),
                 )
-                self._requeue(pcs)
-                return
-        for pc in pcs:
-            await self._reroute_one(pc)
+                self._requeue(stranded)
+        for group in by_node.values():
+            for pc in group:
+                await self._reroute_one(pc)
 
     async def _reroute_one(self, pc: PartitionConsumer) -> None:
         try:
