@@ -379,6 +379,7 @@ async def _consume_group(opts: _ConsumeOptions, cluster: ClusterOptions) -> int:
     loop = asyncio.get_running_loop()
     started = loop.time()
     with signals(stopper.on_signal):
+        status(f"joining group {opts.group!r} (Ctrl-C or SIGTERM stops at any time)")
         runner = asyncio.create_task(group.run(opts.topics, _PrintHandler(printer)), name="run")
         joining, closed = True, False
         async with _running(opts, printer, out):

@@ -340,8 +340,11 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
     topic = await new_topic(partitions=1)
     proc = await spawn("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
                        "--session-timeout", "20", "--timeout", "120")  # fmt: skip
+    assert proc.stderr is not None
     try:
-        await asyncio.sleep(2.0)
+        async with asyncio.timeout(30):  # the signal handlers are in place from this line on
+            assert b"joining group" in await proc.stderr.readline()
+        await asyncio.sleep(1.0)  # inside the JoinGroup that Tansu holds for ~10 s
         assert proc.returncode is None
         proc.send_signal(signal.SIGTERM)
         started = asyncio.get_running_loop().time()
@@ -356,6 +359,20 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
     assert proc.returncode == 0, stderr
     assert took < 5.0, f"the stop took {took:.1f}s:\n{stderr}"
     assert "SIGTERM: closing" in stderr and "Traceback" not in stderr
+    assert "stopped while joining" in stderr
+
+
+async def test_timeout_during_the_join_ends_the_command_at_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    started = asyncio.get_running_loop().time()
+    result = await run_cli("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
+                           "--session-timeout", "20", "--timeout", "2")  # fmt: skip
+    took = asyncio.get_running_loop().time() - started
+    assert result.code == 0, result.err
+    assert "--timeout 2s reached" in result.err and "stopped while joining" in result.err
+    assert took < 10.0, f"took {took:.1f}s (a 2 s timeout, the join held ~10 s)"
 
 
 async def test_a_broker_lost_mid_run_ends_in_one_line_never_a_traceback() -> None:
@@ -368,6 +385,7 @@ async def test_a_broker_lost_mid_run_ends_in_one_line_never_a_traceback() -> Non
         assert proc.stderr is not None
         try:
             async with asyncio.timeout(60):
+                assert b"joining group" in await proc.stderr.readline()
                 joined = await proc.stderr.readline()
                 assert b"joined group" in joined, joined
                 await broker.close()
