@@ -32,6 +32,8 @@ PEERS = {
     "cg_messages": "consumergroup messages()+mark",
     "aiokafka_getmany": "aiokafka getmany()",
     "confluent": "confluent-kafka consume()",
+    "cg_batches_keep": "consumergroup batches(), keeping all",
+    "aiokafka_keep": "aiokafka getmany(), keeping all",
 }
 
 

@@ -31,6 +31,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         value = med.get(peer, {}).get("msgs_per_s")
         return None if value is None else float(value)
 
+    def cpu(peer: str) -> float | None:
+        value = med.get(peer, {}).get("steady_cpu_us_per_msg")
+        return None if value is None else float(value)
+
     def rss(peer: str) -> float | None:
         value = med.get(peer, {}).get("rss_mb")
         return None if value is None else float(value)
@@ -51,6 +55,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         higher=False,
     )
     add("batches() msgs/s vs confluent-kafka", _ratio(rate("cg_batches"), rate("confluent")), 1.0)
+    add(
+        "keeping all: batches() steady CPU/msg vs not keeping",
+        _ratio(cpu("cg_batches_keep"), cpu("cg_batches")),
+        1.2,
+        higher=False,
+    )
+    add(
+        "keeping all: batches() msgs/s vs aiokafka keeping all",
+        _ratio(rate("cg_batches_keep"), rate("aiokafka_keep")),
+        2.5,
+    )
     parts = results.get("scaling", {}).get("partitions", {})
     if parts:
         keys = sorted(parts, key=int)

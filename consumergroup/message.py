@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 __all__ = [
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "NO_TIMESTAMP_TYPE",
     "ConsumerMessage",
-    "FetchedMessage",
     "RecordHeader",
 ]
 
@@ -42,8 +40,8 @@ class ConsumerMessage:
 
     ``timestamp_ms`` is milliseconds since the Unix epoch, ``-1`` when unknown;
     ``timestamp_type`` is :data:`CREATE_TIME`, :data:`LOG_APPEND_TIME` or
-    :data:`NO_TIMESTAMP_TYPE`. ``headers`` is the decoder's list of ``(key, value)``
-    pairs, not copied: treat it as read-only.
+    :data:`NO_TIMESTAMP_TYPE`. ``headers`` is a tuple of ``(key, value)`` pairs
+    (the shared empty tuple when there are none).
     """
 
     __slots__ = (
@@ -120,52 +118,3 @@ class ConsumerMessage:
             f"headers={self.headers!r}, timestamp_ms={self.timestamp_ms}, "
             f"timestamp_type={self.timestamp_type})"
         )
-
-
-class FetchedMessage(ConsumerMessage):
-    """A :class:`ConsumerMessage` that reads its fields from the decoder's record object.
-
-    The decoder builds one per record of a v2 batch, storing only the topic, the
-    partition, the timestamp type (a batch attribute) and aiokafka's C record; key,
-    value, headers, offset and timestamp are read from that record when asked for.
-    Building it costs half of copying all eight fields out at decode time, and a
-    handler pays only for the fields it reads.
-    """
-
-    __slots__ = ("_record",)
-
-    def __init__(self, topic: str, partition: int, record: Any, timestamp_type: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self._record = record
-        self.timestamp_type = timestamp_type
-
-    @property
-    def offset(self) -> int:  # type: ignore[override]
-        """The record's offset in its partition."""
-        offset: int = self._record.offset
-        return offset
-
-    @property
-    def key(self) -> bytes | None:  # type: ignore[override]
-        """The record key (None when the producer sent none)."""
-        key: bytes | None = self._record.key
-        return key
-
-    @property
-    def value(self) -> bytes | None:  # type: ignore[override]
-        """The record value (None for a tombstone)."""
-        value: bytes | None = self._record.value
-        return value
-
-    @property
-    def headers(self) -> Sequence[RecordHeader]:  # type: ignore[override]
-        """The record headers as ``(key, value)`` pairs."""
-        headers: Sequence[RecordHeader] = self._record.headers
-        return headers
-
-    @property
-    def timestamp_ms(self) -> int:  # type: ignore[override]
-        """Milliseconds since the Unix epoch."""
-        timestamp: int = self._record.timestamp
-        return timestamp

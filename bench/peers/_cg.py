@@ -7,6 +7,8 @@ Per-message work, the minimum a correct user does with each API:
 
 * ``batches``: none; the last message of each batch is marked (one mark per batch).
 * ``messages``: ``session.mark_message(msg)`` for every message.
+* ``batches_keep``: ``batches`` plus keeping every message in one list until the end
+  (a handler accumulating a bulk write), which makes the decoded messages survive.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import consumergroup as cg
 
 from ._common import Recorder, cpu_now, emit, parse_args, usage, watch_stdin
 
-Api = Literal["batches", "messages"]
+Api = Literal["batches", "messages", "batches_keep"]
 
 
 class _State:
@@ -29,6 +31,7 @@ class _State:
         "cpu_first",
         "done",
         "expect",
+        "kept",
         "n_first",
         "t_first",
         "t_last",
@@ -44,6 +47,7 @@ class _State:
         self.t_last = 0.0
         self.usage_at_last: dict[str, float] = {}
         self.done = asyncio.Event()
+        self.kept: list[cg.ConsumerMessage] = []
 
     def tick(self) -> None:
         """Called on the first message and once ``expect`` is reached."""
@@ -73,6 +77,14 @@ class ThroughputHandler(cg.ConsumerGroupHandler):
         expect = state.expect
         if self.api == "batches":
             async for batch in claim.batches():
+                session.mark_message(batch[-1])
+                n = state.count = state.count + len(batch)
+                if n >= expect or not state.t_first:
+                    state.tick()
+        elif self.api == "batches_keep":
+            keep = state.kept.extend
+            async for batch in claim.batches():
+                keep(batch)
                 session.mark_message(batch[-1])
                 n = state.count = state.count + len(batch)
                 if n >= expect or not state.t_first:

@@ -2,7 +2,8 @@
 
 Defaults except what every peer sets alike: ``auto_offset_reset="earliest"``, the
 group timeouts from the command line, auto-commit every 1 s. Per-message work: none
-(``getmany`` hands out one list per partition; only its length is read).
+(``getmany`` hands out one list per partition; only its length is read), or with
+``keep`` (the ``aiokafka_keep`` peer) every message kept in one list until the end.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self.rec.event("assigned", parts=sorted(tp.partition for tp in assigned))  # type: ignore[attr-defined]
 
 
-async def amain() -> None:
-    """Run one peer process to its end."""
+async def amain(keep: bool = False) -> None:
+    """Run one peer process to its end (``keep``: hold on to every message read)."""
     args = parse_args("aiokafka AIOKafkaConsumer.getmany() peer")
     emit({"ev": "hello", "t": time.monotonic()})
     consumer = AIOKafkaConsumer(
@@ -63,9 +64,12 @@ async def amain() -> None:
             t_first = 0.0
             n_first = 0
             cpu_first = 0.0
+            kept: list[object] = []
             while True:
                 data = await consumer.getmany(timeout_ms=1000)
                 for msgs in data.values():
+                    if keep:
+                        kept += msgs
                     count += len(msgs)
                 if count and not t_first:
                     t_first = time.monotonic()

@@ -9,7 +9,6 @@ without extensions). Per record we only read the C record's fields and build one
 
 from __future__ import annotations
 
-import gc
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,9 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.legacy_records import LegacyRecordBatch
 
 from consumergroup.errors import CorruptMessageError
-from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage, FetchedMessage
+from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
+
+from .gcpolicy import decode_step
 
 __all__ = [
     "AbortedTransactions",
@@ -225,7 +226,22 @@ def decode_batch(
         )
 
         def build(records: Iterable[Any]) -> list[ConsumerMessage]:
-            return [FetchedMessage(topic, partition, r, ts_type) for r in records]
+            # Fields are copied out of aiokafka's record object so that it dies here: a
+            # kept message is then one GC-tracked object (its headers a tuple, which the
+            # collector untracks), not three (message, C record, headers list).
+            return [
+                ConsumerMessage(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.key,
+                    r.value,
+                    tuple(h) if (h := r.headers) else _NO_HEADERS,
+                    r.timestamp,
+                    ts_type,
+                )
+                for r in records
+            ]
 
     else:
         source = _from_offset(batch, start)
@@ -248,22 +264,16 @@ def decode_batch(
             ]
 
     while True:
-        # Each message is a GC-tracked object that outlives this step; holding the
-        # cyclic collector off while a list is built keeps it from rescanning the
-        # growing list (nothing built here can form a cycle). See bench/decode_micro.py.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+        # One list per step, with the collector off while it is built and the new
+        # messages moved past the young generations afterwards (see gcpolicy).
         try:
-            chunk = build(islice(source, limit) if limit else source)
+            chunk = decode_step(lambda: build(islice(source, limit) if limit else source))
         except CorruptMessageError:
             raise
         except Exception as exc:  # aiokafka/cramjam errors: the payload is bad
             raise CorruptMessageError(
                 f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
             ) from exc
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         if chunk:
             yield chunk
         # A short slice means the batch is exhausted; aiokafka's C batch must not be
