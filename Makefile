@@ -34,7 +34,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict consumergroup
 
 ## make bench: the comparison benchmarks (never part of `make test`).
+# kcat (librdkafka's C consumer) is the C reference peer; installed when apt-get can.
 bench: $(STAMP)
+	@command -v kcat >/dev/null || apt-get install -y -qq kcat >/dev/null 2>&1 || \
+		echo "kcat not installed (apt-get install kcat): its peer will be reported as FAILED"
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:

@@ -34,6 +34,7 @@ PEERS = {
     "confluent": "confluent-kafka consume()",
     "cg_batches_keep": "consumergroup batches(), keeping all",
     "aiokafka_keep": "aiokafka getmany(), keeping all",
+    "kcat": "kcat (librdkafka, C)",
 }
 
 

@@ -56,6 +56,18 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     )
     add("batches() msgs/s vs confluent-kafka", _ratio(rate("cg_batches"), rate("confluent")), 1.0)
     add(
+        "batches() steady CPU/msg vs kcat (C)",
+        _ratio(cpu("cg_batches"), cpu("kcat")),
+        1.2,
+        higher=False,
+    )
+    add(
+        "messages()+mark steady CPU/msg vs kcat (C)",
+        _ratio(cpu("cg_messages"), cpu("kcat")),
+        1.5,
+        higher=False,
+    )
+    add(
         "keeping all: batches() steady CPU/msg vs not keeping",
         _ratio(cpu("cg_batches_keep"), cpu("cg_batches")),
         1.2,
