@@ -186,7 +186,6 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
         group_id="g",
         generation=Generation(1, "m", "m", "range", {"t": [0]}),
         claims={},
-        topics=["t"],
         partition_counts={"t": 1},
         client=None,  # type: ignore[arg-type]
         membership=None,  # type: ignore[arg-type]

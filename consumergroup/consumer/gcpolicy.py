@@ -18,10 +18,11 @@ The user's own young objects are moved too, so their cyclic garbage would wait
 for a full collection that nothing triggers any more. To keep the collector's
 promise for them, :func:`decode_step` counts those objects (the young
 generation's allocation count, read before our list is built) and runs a full
-collection itself once they exceed a quarter of the tracked heap, measured at
-the previous one: CPython's own rule for full collections, applied to the
-user's objects only. Memory held by the user's cyclic garbage is bounded as
-before; its collection can come later than with a young pass.
+collection itself once they exceed a quarter of the tracked heap (its size at
+the previous full collection plus the messages promoted since): CPython's own
+rule for full collections, with only the user's objects counting towards it.
+Memory held by the user's cyclic garbage is bounded as before; its collection
+can come later than with a young pass.
 
 Left alone: a process that uses ``gc.freeze()`` itself (seen at the first
 decode step; unfreezing would undo it), and one that disabled the collector.
@@ -30,12 +31,12 @@ decode step; unfreezing would undo it), and one that disabled the collector.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import TypeVar
 
 __all__ = ["decode_step"]
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Sized)
 
 #: Never run a full collection for fewer promoted user objects than this.
 _MIN_BUDGET = 10_000
@@ -44,20 +45,23 @@ _MIN_BUDGET = 10_000
 class _Promotion:
     """The state of :func:`decode_step`: whether it applies, and the user's promoted objects."""
 
-    __slots__ = ("budget", "checked", "enabled", "pending")
+    __slots__ = ("checked", "enabled", "heap", "pending")
 
     def __init__(self) -> None:
         self.checked = False
         self.enabled = True
+        # The user's objects promoted since the last full collection run here.
         self.pending = 0
-        self.budget = _MIN_BUDGET
+        # Tracked objects at that collection, plus the messages promoted since.
+        self.heap = 0
 
 
 _state = _Promotion()
 
 
 def decode_step(build: Callable[[], T]) -> T:
-    """Run ``build`` (which allocates messages) with the collector off, then promote.
+    """Run ``build`` (which returns a list of new messages) with the collector off,
+    then promote.
 
     ``build`` must not create reference cycles (nothing would scan them until the
     next full collection).
@@ -71,15 +75,19 @@ def decode_step(build: Callable[[], T]) -> T:
         state.enabled = gc.get_freeze_count() == 0
     young = gc.get_count()[0]
     gc.disable()
+    built = 0
     try:
-        return build()
+        result = build()
+        built = len(result)
+        return result
     finally:
         if state.enabled:
             gc.freeze()
             gc.unfreeze()
             state.pending += young
-            if state.pending > state.budget:
+            state.heap += built
+            if state.pending > max(_MIN_BUDGET, state.heap // 4):
                 state.pending = 0
                 gc.collect()
-                state.budget = max(_MIN_BUDGET, len(gc.get_objects()) // 4)
+                state.heap = len(gc.get_objects())
         gc.enable()

@@ -13,14 +13,16 @@ reader never delays the other partitions on its broker.
 Ownership: ``_offset``, ``_fetch_size`` and the watermarks are written only by
 the fetch task that currently leads the partition; ``_chunks``/``_queued`` are
 appended by that task and popped by the reader; ``_decoding``/``_left`` (the
-record set being decoded) and ``_current``/``_pos`` (the decoded batch being
-read) belong to the reader; ``_paused`` and ``_closed`` are set by
+record set being decoded) and ``_chunk``/``_current`` (the decoded batch being
+read, and an iterator over it) belong to the reader; ``_paused`` and ``_closed`` are set by
 the user. All on one event loop, so no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import operator
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING
@@ -84,8 +86,11 @@ class PartitionConsumer:
         self._decoding: Iterator[list[ConsumerMessage]] | None = None
         # The chunk messages() is part-way through, and the index of its next message:
         # kept here, not in the generator, so a new iteration resumes where one left off.
-        self._current: list[ConsumerMessage] | None = None
-        self._pos = 0
+        # The chunk messages() is part-way through and an iterator over it: kept here,
+        # not in the generator, so a new iteration resumes where one left off. A list
+        # iterator holds its own index, so messages() stores nothing per message.
+        self._chunk: list[ConsumerMessage] = []
+        self._current: Iterator[ConsumerMessage] | None = None
         # One past the last message of the last chunk taken from ``_decoding`` (position).
         self._handed = offset
         self._waiter: asyncio.Future[None] | None = None
@@ -118,9 +123,9 @@ class PartitionConsumer:
     def position(self) -> int:
         """The offset of the next message the reader gets (behind ``next_offset`` by
         what is buffered): lag is measured from here, not from what was fetched."""
-        current = self._current
-        if current is not None and self._pos < len(current):
-            return current[self._pos].offset  # messages() is part-way through a chunk
+        left = self._left()
+        if left:  # messages() is part-way through a chunk
+            return self._chunk[len(self._chunk) - left].offset
         if self._decoding is not None:
             return self._handed  # part-way through a record set
         if self._chunks:
@@ -130,8 +135,12 @@ class PartitionConsumer:
     @property
     def queued(self) -> int:
         """Messages buffered and not yet handed to the reader."""
+        return self._queued + self._left()
+
+    def _left(self) -> int:
+        """Messages of the chunk messages() is part-way through not yet yielded."""
         current = self._current
-        return self._queued + (len(current) - self._pos if current is not None else 0)
+        return operator.length_hint(current) if current is not None else 0
 
     @property
     def paused(self) -> bool:
@@ -244,7 +253,7 @@ class PartitionConsumer:
             current = self._current
             if current is not None:
                 self._current = None
-                rest = current[self._pos :]
+                rest = list(current)
                 if rest:
                     yield rest
                 continue
@@ -264,16 +273,10 @@ class PartitionConsumer:
         while True:
             current = self._current
             if current is not None:
-                pos = self._pos
-                end = len(current)
-                while pos < end:
-                    message = current[pos]
-                    pos += 1
-                    self._pos = pos
+                # stop() and seek() exhaust this iterator, which ends the loop.
+                for message in current:
                     yield message
-                    if self._current is not current:  # stop() or seek() dropped the chunk
-                        break
-                else:
+                if self._current is current:
                     self._current = None
                 if self._stopped:
                     return
@@ -281,8 +284,8 @@ class PartitionConsumer:
             chunk = await self._take()
             if chunk is None:
                 return
-            self._current = chunk
-            self._pos = 0
+            self._chunk = chunk
+            self._current = iter(chunk)
 
     def pause(self) -> None:
         """Stop fetching this partition (buffered messages are still delivered)."""
@@ -304,8 +307,10 @@ class PartitionConsumer:
         self._chunks.clear()
         self._queued = 0
         self._decoding = None
-        self._current = None
-        self._pos = 0
+        current, self._current = self._current, None
+        if current is not None:
+            # A messages() loop may be suspended inside this iterator: end it there.
+            current.__setstate__(sys.maxsize)  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         """Stop fetching, drop what is buffered and end the iterators (idempotent)."""
