@@ -7,14 +7,21 @@ while it runs, ``wait4`` at its exit), not the wrapper's. Throughput mode only.
 
 Needs the ``kcat`` binary (Debian package ``kcat``; ``make bench`` installs it with
 apt-get when it can). Without it the peer fails with a message saying so.
+
+Debian bookworm's kcat links librdkafka 2.0.2, which fails the ApiVersions exchange with
+the embedded Tansu broker ("Read underflow"). kcat is therefore run against the
+librdkafka that the confluent-kafka wheel bundles (2.16, the confluent peer's), when
+that wheel is installed: same C consumer, same version as the confluent peer.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from ._common import emit, parse_args
@@ -42,6 +49,23 @@ def _proc_hwm_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _bundled_librdkafka_env() -> dict[str, str]:
+    """An environment whose ``LD_LIBRARY_PATH`` serves confluent-kafka's bundled
+    librdkafka as ``librdkafka.so.1`` (unchanged environment without the wheel)."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return dict(os.environ)
+    site = os.path.dirname(os.path.dirname(confluent_kafka.__file__))
+    libs = glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka-*.so*"))
+    if not libs:
+        return dict(os.environ)
+    libdir = tempfile.mkdtemp(prefix="bench-kcat-")
+    os.symlink(libs[0], os.path.join(libdir, "librdkafka.so.1"))
+    path = os.environ.get("LD_LIBRARY_PATH")
+    return {**os.environ, "LD_LIBRARY_PATH": f"{libdir}:{path}" if path else libdir}
 
 
 def main() -> None:
@@ -77,7 +101,8 @@ def main() -> None:
         args.topic,
     ]
     emit({"ev": "start", "t": time.monotonic()})
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, bufsize=0)
+    env = _bundled_librdkafka_env()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, bufsize=0, env=env)
     assert proc.stdout is not None
     count = n_first = 0
     t_first = t_last = cpu_first = 0.0
@@ -99,6 +124,9 @@ def main() -> None:
     if count >= args.expect:
         proc.terminate()  # -e ends it at the last partition's end; do not wait for that
     _, status, ru = os.wait4(proc.pid, 0)
+    for libdir in env.get("LD_LIBRARY_PATH", "").split(":"):
+        if os.path.basename(libdir).startswith("bench-kcat-"):
+            shutil.rmtree(libdir, ignore_errors=True)
     emit(
         {
             "ev": "result",
