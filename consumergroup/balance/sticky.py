@@ -238,9 +238,8 @@ class StickyAssignor(BalanceStrategy):
 
     Plans are as balanced as the subscriptions allow (loads within one of each other when all
     subscriptions are identical) and keep as many previously owned partitions in place as that
-    balance permits. Previous ownership comes from the subscription's owned partitions and
-    generation (protocol v2+) or else from Java-format StickyAssignorUserData, which this member
-    also publishes so Java members can read it.
+    balance permits. Previous ownership comes from Java-format StickyAssignorUserData, which
+    this member also publishes, or else from the subscription's owned partitions and generation.
     """
 
     name = "sticky"
@@ -256,18 +255,19 @@ class StickyAssignor(BalanceStrategy):
     def previous_assignment(self, subscription: MemberSubscription) -> PreviousAssignment:
         """What `subscription`'s member reports owning, by Java's precedence.
 
-        A known generation (v2+) makes the protocol fields authoritative; otherwise the user data
-        is used if it parses, and then v1 owned partitions with an unknown generation.
+        Eager members revoke everything before they rejoin, so their subscription's owned
+        partitions are empty and the history lives in the user data: like Java's
+        StickyAssignor this reads the user data first, and only without it the v1+ owned
+        partitions (with the v2+ generation, -1 if absent).
         """
-        if subscription.generation_id >= 0:
-            return PreviousAssignment(subscription.owned_partitions, subscription.generation_id)
         if subscription.user_data:
             try:
                 return decode_sticky_user_data(subscription.user_data)
             except ValueError as exc:
                 # Like Java: a member whose history is unreadable simply starts fresh.
                 _log.warning("ignoring unparseable sticky assignor user data: %s", exc)
-        return PreviousAssignment(subscription.owned_partitions)
+                return PreviousAssignment({})
+        return PreviousAssignment(subscription.owned_partitions, subscription.generation_id)
 
     def plan(
         self, members: Mapping[str, MemberSubscription], partitions: Mapping[str, Sequence[int]]

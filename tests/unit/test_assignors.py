@@ -457,11 +457,14 @@ def test_sticky_subscription_user_data_round_trips() -> None:
 
 
 def test_sticky_previous_assignment_precedence() -> None:
+    # Java's StickyAssignor: the user data wins (an eager member's owned partitions are empty).
     assignor = StickyAssignor()
     user_data = encode_sticky_user_data({"t": [9]}, 1)
-    v2 = MemberSubscription(["t"], user_data, {"t": [1]}, generation_id=3, version=2)
-    assert assignor.previous_assignment(v2) == PreviousAssignment({"t": [1]}, 3)
-    v1 = MemberSubscription(["t"], user_data, {"t": [1]}, version=1)
-    assert assignor.previous_assignment(v1) == PreviousAssignment({"t": [9]}, 1)
+    v2 = MemberSubscription(["t"], user_data, {}, generation_id=3, version=2)
+    assert assignor.previous_assignment(v2) == PreviousAssignment({"t": [9]}, 1)
+    no_user_data = MemberSubscription(["t"], None, {"t": [1]}, generation_id=3, version=2)
+    assert assignor.previous_assignment(no_user_data) == PreviousAssignment({"t": [1]}, 3)
+    v1 = MemberSubscription(["t"], None, {"t": [1]}, version=1)
+    assert assignor.previous_assignment(v1) == PreviousAssignment({"t": [1]}, -1)
     garbage = MemberSubscription(["t"], b"\x00\x00\x00\x05", {"t": [1]}, version=1)
-    assert assignor.previous_assignment(garbage) == PreviousAssignment({"t": [1]}, -1)
+    assert assignor.previous_assignment(garbage) == PreviousAssignment({}, -1)
