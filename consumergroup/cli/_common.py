@@ -22,6 +22,7 @@ from ..errors import (
     ConsumerGroupError,
     CorruptMessageError,
     KafkaConnectionError,
+    ListenerMismatchError,
     NoBrokersAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
@@ -190,6 +191,8 @@ def explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None
     """A one-line, actionable message for errors reaching the cluster (None: not one)."""
     if isinstance(exc, ConfigurationError):
         return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
+    if isinstance(exc, ListenerMismatchError):  # its text says what was seen and what to change
+        return CliError(f"{exc} (here: --tls and --bootstrap, or security.protocol)")
     if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
         return CliError(
             f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "

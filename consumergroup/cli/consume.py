@@ -399,10 +399,10 @@ async def _consume_group(opts: _ConsumeOptions, cluster: ClusterOptions) -> int:
             raise raised
     elapsed = loop.time() - started
     why = f" ({stopper.reason})" if stopper.reason else ""
-    if closed:
-        ending = f"offsets committed, left group {opts.group!r}"
-    elif joining:
+    if joining:
         ending = f"stopped while joining group {opts.group!r} (nothing to commit)"
+    elif closed:
+        ending = f"offsets committed, left group {opts.group!r}"
     else:
         ending = f"the final commit may not have reached group {opts.group!r}"
     status(f"consumed {printer.count} messages in {elapsed:.1f}s{why}; {ending}")

@@ -338,8 +338,9 @@ async def test_reset_to_datetime_finds_the_first_later_record(
         (["reset-offsets", "g", "-t", "t", "--to-datetime", "soon"], 2, "not an ISO 8601 time"),
         (["lag", "g", "-t", "no-such-topic"], 2, "does not exist"),
         (["delete"], 2, "Missing argument 'GROUP'"),
+        (["topics", "--tls"], 2, "is a plaintext Kafka listener"),
     ],
-    ids=["no-mode", "bad-datetime", "unknown-topic", "no-group"],
+    ids=["no-mode", "bad-datetime", "unknown-topic", "no-group", "tls-to-plaintext"],
 )
 async def test_admin_usage_errors_exit_2_without_a_traceback(
     bootstrap: str, args: list[str], code: int, says: str
