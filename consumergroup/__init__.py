@@ -33,6 +33,7 @@ from .errors import (
     ConsumerGroupError,
     KafkaConnectionError,
     KafkaError,
+    ListenerMismatchError,
     NoBrokersAvailableError,
 )
 from .group import (
@@ -71,6 +72,7 @@ __all__ = [
     "GroupStats",
     "KafkaConnectionError",
     "KafkaError",
+    "ListenerMismatchError",
     "NoBrokersAvailableError",
     "PartitionConsumer",
     "PartitionStats",
