@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
-from consumergroup.demo_producer import produce_batch
 from consumergroup.testing import EmbeddedBroker
 
 PAGES = ["/", "/docs", "/pricing", "/blog", "/signup"]

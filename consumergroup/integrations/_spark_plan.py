@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..client import Client
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
-from ..consumer.positions import _list_offsets, resolve_offsets
+from ..consumer.positions import list_offsets, resolve_offsets
 from ..errors import ConsumerError, UnknownTopicOrPartitionError
 from ..offsets import OffsetManager
 from ._spark_options import EARLIEST, LATEST, SourceOptions, TopicPartition, log
@@ -200,7 +200,7 @@ class Planner:
         """First offset with a timestamp >= the given one; the log end where there is none."""
         client = await self.client()
         isolation = int(self.opts.read_committed)
-        found = await _list_offsets(client, isolation, stamps)
+        found = await list_offsets(client, isolation, stamps)
         none = [tp for tp, off in found.items() if off < 0]
         return {**found, **(await self.latest(none))}
 

@@ -3,7 +3,8 @@
 ``python -m tests.integration.spark_query_process BOOTSTRAP TOPIC OUT CHECKPOINT``
 reads TOPIC with ``format("consumergroup")`` into Parquet under OUT, checkpointed in
 CHECKPOINT, in small micro-batches until killed. The test takes the query over
-from the checkpoint with :func:`query` in its own session.
+from the checkpoint with :func:`query` in its own session, built by the same
+:func:`local_session`.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ def query(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     )
 
 
-def main(bootstrap: str, topic: str, out: str, checkpoint: str) -> None:
-    """Run the query into Parquet until killed."""
+def local_session() -> SparkSession:
+    """A local[2] session bound to loopback, its Python workers on this interpreter."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
+    return (
         SparkSession.builder.master("local[2]")
+        .appName("consumergroup-tests")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -43,6 +45,11 @@ def main(bootstrap: str, topic: str, out: str, checkpoint: str) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
+
+
+def main(bootstrap: str, topic: str, out: str, checkpoint: str) -> None:
+    """Run the query into Parquet until killed."""
+    spark = local_session()
     (
         query(spark, bootstrap, topic)
         .writeStream.format("parquet")

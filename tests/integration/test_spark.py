@@ -28,8 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamReader, StreamingQuery
 
 import consumergroup.integrations.spark as cgspark
+from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
-from consumergroup.demo_producer import produce_batch
 from consumergroup.offsets import OffsetManager
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
@@ -44,18 +44,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The run's one local[2] session, bound to loopback, workers on this interpreter."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("consumergroup-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
+    session = spark_query_process.local_session()
     session.sparkContext.setLogLevel("ERROR")
     cgspark.register(session)
     yield session
