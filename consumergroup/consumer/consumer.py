@@ -131,8 +131,13 @@ class Consumer(AsyncResource):
             out[tp]._fail(error)
         self._ensure_rerouter()
         # Whatever cannot be routed now goes to the re-routing task, never back to the
-        # caller half-registered.
-        await self._route_all([pc for pc in out.values() if not pc.closed])
+        # caller half-registered; cancelled meanwhile, the partitions are let go.
+        try:
+            await self._route_all([pc for pc in out.values() if not pc.closed])
+        except BaseException:
+            for pc in out.values():
+                pc.stop()
+            raise
         return out
 
     def _check_new(self, wanted: Mapping[TopicPartition, int]) -> None:

@@ -6,7 +6,8 @@ client sees the fake nodes and the partition leaders the test chose, and every
 route can fail on its own:
 
 * ``blackhole(node)``: every connection to it, live or new, is accepted and then
-  never answered (a half-open peer, a dead host behind a NAT);
+  never answered (a half-open peer, a dead host behind a NAT); with
+  ``live=False`` only new ones;
 * ``freeze(node)``: only the connections open now go silent; new ones work (a
   connection that went half-open while the broker lives on);
 * ``refuse(node)``: live connections are cut and new ones closed at once;
@@ -86,10 +87,11 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ faults
 
-    def blackhole(self, node: int) -> None:
-        """Live and new connections to ``node`` go silent."""
+    def blackhole(self, node: int, *, live: bool = True) -> None:
+        """New connections to ``node`` go silent, and live ones too unless ``live`` is False."""
         self._mode[node] = "blackhole"
-        self.freeze(node)
+        if live:
+            self.freeze(node)
 
     def freeze(self, node: int) -> None:
         """The connections to ``node`` open now go silent (new ones work)."""

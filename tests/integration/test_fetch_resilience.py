@@ -198,3 +198,33 @@ async def test_an_oversized_batch_ends_run_with_an_error_naming_it(
     size = re.search(r"is (\d+) bytes", text)
     assert size is not None and int(size.group(1)) > 100_000  # the batch's own size
     assert handler.values == [b"small"]  # nothing after the batch was handed out
+
+
+async def test_cancelling_consume_partitions_while_routing_leaves_nothing_registered(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # Issue 8 #3: partition consumers registered before a failure (or a cancellation)
+    # stayed registered, so every later attempt failed with "already being consumed".
+    # Here the cancellation lands while routing dials broker 2 for fetching.
+    topic = await new_topic(partitions=2)
+    async with FakeCluster(split(bootstrap)[1], nodes=2) as cluster:
+        cluster.leaders[(topic, 1)] = 2
+        config = outage_config()
+        config.net.dial_timeout = 10.0
+        async with cg.Consumer([cluster.address(1)], config) as consumer:
+            wanted = {(topic, 0): 0, (topic, 1): 0}
+            for pc in (await consumer.consume_partitions(wanted)).values():
+                await pc.close()
+            # Broker 2 stops taking connections; the fetch connection to it is gone.
+            cluster.blackhole(2, live=False)
+            (await consumer.client.connection(2, "fetch")).abort()
+            attempt = asyncio.create_task(consumer.consume_partitions(wanted))
+            await asyncio.sleep(1.0)
+            assert not attempt.done()
+            attempt.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await attempt
+            assert not list(consumer.consuming())
+            cluster.restore(2)
+            pcs = await consumer.consume_partitions(wanted)  # not "already being consumed"
+            assert sorted(pcs) == sorted(wanted)
