@@ -165,7 +165,8 @@ def signals(on_signal: Callable[[str], None]) -> Iterator[None]:
 class Stopper:
     """First signal: a clean stop (``event`` is set). Second: cancel the main task."""
 
-    def __init__(self) -> None:
+    def __init__(self, doing: str = "closing (final commit, leaving the group)") -> None:
+        self._doing = doing
         self.event = asyncio.Event()
         self.reason = ""
         self._main = asyncio.current_task()
@@ -183,7 +184,7 @@ class Stopper:
             if self._main is not None:
                 self._main.cancel()
             return
-        status(f"{name}: closing (final commit, leaving the group); again to force")
+        status(f"{name}: {self._doing}; again to force")
         self.stop(name)
 
 

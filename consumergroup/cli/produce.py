@@ -1,22 +1,33 @@
-"""``consumergroup produce``: write lines from stdin or a file to a topic, one record each."""
+"""``consumergroup produce``: write lines from stdin or a file to a topic, one record each.
+
+Input is read as bytes without blocking the event loop (a pipe, FIFO or terminal
+through an asyncio pipe transport, a regular file in chunks), so Ctrl-C and SIGTERM
+stop the command at once, between two Produce requests or while it waits for input.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Sequence
-from typing import TextIO
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import BinaryIO
 
 import click
 
 from ..client import Client
 from ..errors import UnknownTopicOrPartitionError
 from ._cluster import ClusterOptions, cluster_options
-from ._common import EXIT_OK, CliError, run_command, status
+from ._common import EXIT_OK, CliError, Stopper, run_command, signals, status
 from .producer import Header, murmur2_partition, produce_batch
 
-#: Lines sent per Produce request when reading a file or pipe (one at a time from a terminal).
+#: Most lines sent in one round of Produce requests (one request per partition).
 _CHUNK = 1000
+#: Bytes taken from a pipe or terminal per read: whatever complete lines they hold go out.
+_READ_SIZE = 1 << 16
 
 
 def _parse_header(text: str) -> Header:
@@ -43,23 +54,40 @@ class _Router:
         return next(self._next)
 
 
-def _split(line: str, separator: str | None) -> tuple[bytes | None, bytes]:
+def _split(line: bytes, separator: bytes | None) -> tuple[bytes | None, bytes]:
     if separator is None:
-        return None, line.encode()
+        return None, line
     key, sep, value = line.partition(separator)
     if not sep:  # no separator on this line: a record without a key
-        return None, line.encode()
-    return key.encode(), value.encode()
+        return None, line
+    return key, value
 
 
-def _read_chunk(stream: TextIO, size: int) -> list[str]:
-    lines: list[str] = []
-    while len(lines) < size:
-        line = stream.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\r\n"))
-    return lines
+async def _line_chunks(source: BinaryIO) -> AsyncIterator[list[bytes]]:
+    """Lists of at most ``_CHUNK`` lines (without their line ends) until the input ends.
+
+    From a pipe or terminal, each read hands on the complete lines it holds at once:
+    what is typed or piped goes out without waiting for a full chunk.
+    """
+    if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+        while lines := [line.rstrip(b"\r\n") for line in itertools.islice(source, _CHUNK)]:
+            yield lines
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), source
+    )
+    try:
+        tail = b""
+        while data := await reader.read(_READ_SIZE):
+            *lines, tail = (tail + data).split(b"\n")
+            for start in range(0, len(lines), _CHUNK):
+                yield [line.rstrip(b"\r") for line in lines[start : start + _CHUNK]]
+        if tail:
+            yield [tail.rstrip(b"\r")]
+    finally:
+        transport.close()
 
 
 @click.command()
@@ -68,7 +96,7 @@ def _read_chunk(stream: TextIO, size: int) -> list[str]:
     "--file",
     "-f",
     "path",
-    type=click.File("r", encoding="utf-8"),
+    type=click.Path(dir_okay=False, allow_dash=True),
     default="-",
     help="Read lines from this file (default: stdin).",
 )
@@ -92,7 +120,7 @@ def _read_chunk(stream: TextIO, size: int) -> list[str]:
 @cluster_options
 def produce(
     topic: str,
-    path: TextIO,
+    path: str,
     key_separator: str | None,
     headers: tuple[str, ...],
     partition: int | None,
@@ -102,7 +130,8 @@ def produce(
 
     Keyed records go to the partition Kafka's default partitioner picks
     (murmur2 of the key); records without a key are spread round robin.
-    Empty lines are records with an empty value.
+    Empty lines are records with an empty value. Ctrl-C or SIGTERM stops
+    between two requests (exit 0); what was acknowledged is reported.
     """
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
@@ -121,33 +150,82 @@ def produce(
                     f"topic {topic!r} has no partition {partition} (0..{len(partitions) - 1})"
                 )
             router = _Router(partitions, partition)
-            sent = await _send_all(admin.client, topic, path, key_separator, parsed, router)
-        status(f"produced {sent} records to {topic}")
+            separator = None if key_separator is None else key_separator.encode()
+            with _opened(path) as source:
+                sent, why = await _send_until_stopped(
+                    _Sender(admin.client, topic, separator, parsed, router), source
+                )
+        status(f"produced {sent} records to {topic}{why}")
         return EXIT_OK
 
     raise SystemExit(run_command(run))
 
 
-async def _send_all(
-    client: Client,
-    topic: str,
-    stream: TextIO,
-    separator: str | None,
-    headers: Sequence[Header],
-    router: _Router,
-) -> int:
-    """Read, route and send chunk by chunk; return the number of records written."""
-    size = 1 if stream.isatty() else _CHUNK
-    sent = 0
-    while lines := await asyncio.to_thread(_read_chunk, stream, size):
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[BinaryIO]:
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        source = open(path, "rb")  # noqa: SIM115 (closed below, after the pipe transport)
+    except OSError as exc:
+        raise CliError(f"cannot read --file {path!r}: {exc.strerror}") from None
+    with source:
+        yield source
+
+
+class _Sender:
+    """Routes lines to partitions and sends one Produce request per partition per chunk."""
+
+    def __init__(
+        self,
+        client: Client,
+        topic: str,
+        separator: bytes | None,
+        headers: Sequence[Header],
+        router: _Router,
+    ) -> None:
+        self._client = client
+        self._topic = topic
+        self._separator = separator
+        self._headers = headers
+        self._router = router
+        self.sent = 0
+
+    async def send(self, lines: list[bytes]) -> None:
+        """Write ``lines`` as records; count them once every request is acknowledged."""
         plan: dict[int, tuple[list[bytes | None], list[bytes | None]]] = {}
         for line in lines:
-            key, value = _split(line, separator)
-            keys, values = plan.setdefault(router.partition(key), ([], []))
+            key, value = _split(line, self._separator)
+            keys, values = plan.setdefault(self._router.partition(key), ([], []))
             keys.append(key)
             values.append(value)
         await asyncio.gather(
-            *(produce_batch(client, topic, p, vals, ks, headers) for p, (ks, vals) in plan.items())
+            *(
+                produce_batch(self._client, self._topic, p, vals, ks, self._headers)
+                for p, (ks, vals) in plan.items()
+            )
         )
-        sent += len(lines)
-    return sent
+        self.sent += len(lines)
+
+
+async def _send_until_stopped(sender: _Sender, source: BinaryIO) -> tuple[int, str]:
+    """Send every chunk of ``source``; a signal stops it. Returns (records sent, why stopped)."""
+    stopper = Stopper("stopping (what was acknowledged stays written)")
+
+    async def pump() -> None:
+        async for lines in _line_chunks(source):
+            await sender.send(lines)
+
+    with signals(stopper.on_signal):
+        work = asyncio.create_task(pump(), name="produce")
+        stop = asyncio.create_task(stopper.event.wait())
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            return sender.sent, f" (stopped by {stopper.reason})"
+        await work  # raises what ended it
+    return sender.sent, ""

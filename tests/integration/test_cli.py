@@ -292,6 +292,33 @@ async def test_produce_then_consume_json_round_trips_keys_headers_and_bytes(
     assert k1[0]["offset"] < k1[1]["offset"]
 
 
+async def test_produce_sends_lines_as_they_come_and_stops_on_sigterm(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    proc = await spawn("produce", "-b", bootstrap, "-t", topic, stdin=asyncio.subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"one\ntwo\n")  # the pipe stays open: more input could follow
+        await proc.stdin.drain()
+        async with ClusterAdmin([bootstrap]) as admin:
+            for _ in range(300):
+                if (await admin.end_offsets([(topic, 0)]))[(topic, 0)] == 2:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail("the two lines were not produced while stdin stayed open")
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(10):
+            _, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            kill_tree(proc)
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert f"produced 2 records to {topic} (stopped by SIGTERM)" in err.decode()
+
+
 async def test_consume_a_partition_from_an_offset_without_a_group(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
