@@ -175,6 +175,9 @@ class ChaosReport:
     longest_stall: float = 0.0
     stall_window: tuple[float, float] = (0.0, 0.0)  # seconds since start
     stall_faults: list[str] = field(default_factory=list)
+    longest_other_stall: float = 0.0  # the longest one not overlapping the outage
+    other_stall_window: tuple[float, float] = (0.0, 0.0)
+    other_stall_faults: list[str] = field(default_factory=list)
     outage_resumed_after: float | None = None
     close_times: list[float] = field(default_factory=list)
     offset_polls: int = 0
@@ -204,8 +207,13 @@ class ChaosReport:
             f"faults: {kinds}",
             f"records: produced {self.produced}, handled {self.handled}, distinct "
             f"{self.distinct}, duplicated {self.duplicated}, lost {self.lost}",
-            f"longest stall: {self.longest_stall:.1f} s (t={self.stall_window[0]:.1f}.."
-            f"{self.stall_window[1]:.1f} s; faults then: {', '.join(self.stall_faults) or '-'})",
+            _stall_line("longest stall", self.longest_stall, self.stall_window, self.stall_faults),
+            _stall_line(
+                "longest stall away from the outage",
+                self.longest_other_stall,
+                self.other_stall_window,
+                self.other_stall_faults,
+            ),
             f"total outage: consumption resumed {resumed}",
             f"close(): {closes} (bound {CLOSE_BOUND} s)",
             f"committed offsets polled {self.offset_polls} times",
@@ -236,6 +244,7 @@ class ChaosRun:
         self.fault_log: list[tuple[float, float, str]] = []  # (start, end, what)
         self._start = time.time()
         self._outage_end: float | None = None
+        self._outage = (0.0, 0.0)  # (start, end) of the total outage
         self._deck: list[str] = []
         self._warm = 0.0  # when the group first caught up: stalls count from here
 
@@ -431,6 +440,7 @@ class ChaosRun:
         for m in self.members:
             await m.proxy.heal()
         self._outage_end = time.time()
+        self._outage = (started, self._outage_end)
         self.report.faults["outage"] += 1
         self.fault_log.append((started, self._outage_end, "outage"))
 
@@ -580,18 +590,25 @@ class ChaosRun:
         for i in range(len(order) - 1, -1, -1):
             low = min(low, self.produced[order[i]])
             waiting_since[i] = low
-        best = (0.0, 0.0, 0.0)
+        best = other = (0.0, 0.0, 0.0)  # (gap, start, end); other: not touching the outage
+        o_start, o_end = self._outage
         for i in range(len(order) - 1):
             start = max(first[order[i]], waiting_since[i + 1])
-            gap = first[order[i + 1]] - start
-            if gap > best[0]:
-                best = (gap, start, first[order[i + 1]])
-        gap, start, end = best
-        self.report.longest_stall = gap
-        self.report.stall_window = (start - self._start, end - self._start)
-        self.report.stall_faults = [
-            what for f_start, f_end, what in self.fault_log if f_start < end and f_end > start
-        ]
+            end = first[order[i + 1]]
+            best = max(best, (end - start, start, end))
+            if end <= o_start or start >= o_end:
+                other = max(other, (end - start, start, end))
+        r = self.report
+        r.longest_stall, r.stall_window, r.stall_faults = self._window(best)
+        r.longest_other_stall, r.other_stall_window, r.other_stall_faults = self._window(other)
+
+    def _window(
+        self, stall: tuple[float, float, float]
+    ) -> tuple[float, tuple[float, float], list[str]]:
+        """A stall as (seconds, window since the start, the faults active in it)."""
+        gap, start, end = stall
+        faults = [what for f0, f1, what in self.fault_log if f0 < end and f1 > start]
+        return gap, (start - self._start, end - self._start), faults
 
 
 async def committed_offsets(client: Client, partitions: int) -> dict[int, int]:
@@ -621,6 +638,12 @@ async def end_offsets(bootstrap: str, partitions: int) -> dict[int, int]:
         for pc in pcs.values():
             await pc.close()
     return ends
+
+
+def _stall_line(what: str, gap: float, window: tuple[float, float], faults: list[str]) -> str:
+    shown = ", ".join(faults[:6]) + (f", ... ({len(faults)} in all)" if len(faults) > 6 else "")
+    since = f"t={window[0]:.1f}..{window[1]:.1f} s"
+    return f"{what}: {gap:.1f} s ({since}; faults then: {shown or '-'})"
 
 
 def _last_lines(text: object, lines: int = 3) -> str:

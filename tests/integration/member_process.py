@@ -66,6 +66,7 @@ async def _exit_with_parent(stop: asyncio.Event) -> None:
 async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     """Run until SIGTERM (or ``run()`` ends), close bounded; return the status to write."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("consumergroup.group").setLevel(logging.INFO)  # each rebalance step
     loop = asyncio.get_running_loop()
     loop_errors: list[str] = []
     loop.set_exception_handler(lambda _loop, ctx: loop_errors.append(_describe(ctx)))
