@@ -77,6 +77,7 @@ class GroupRunner:
             raise ConfigurationError(f"close_timeout must be > 0 seconds, got {close_timeout!r}")
         self.close_timeout = close_timeout
         self._members: list[_Member] = []
+        self._stopping = False
 
     def add(self, group_or_groups: Groups, topics: Sequence[str], handler: object) -> None:
         """Run these groups (each on ``topics`` with ``handler``) once started."""
@@ -109,11 +110,14 @@ class GroupRunner:
         try:
             await m.group.run(m.topics, m.handler)
         except Exception:
+            if self._stopping:  # e.g. ClosedError: stop() closed it before run() began
+                return
             # The web server goes on: readiness reports the group FAILED, with the reason.
             log.exception("consumer group %r stopped for good", m.group.group_id)
 
     async def stop(self) -> None:
         """Close every group (concurrently), bounded: the server never hangs on a group."""
+        self._stopping = True
         if not self._members:
             return
         tasks = [m.task for m in self._members if m.task is not None]

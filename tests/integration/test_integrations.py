@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -289,3 +290,17 @@ async def test_position_is_what_the_reader_got_not_what_was_fetched(
                 break
         assert got == list(range(10)) and pc.position == 10
         await pc.close()
+
+
+async def test_stopping_during_the_join_is_quiet(
+    bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = await new_topic(partitions=1)
+    for pause in (0.0, 0.05, 0.5):  # before run() starts, while it connects, while it joins
+        group = cg.ConsumerGroup([bootstrap], unique(), group_config())
+        lifespan = ConsumerGroupLifespan(group, [topic], Recorder(), close_timeout=5)
+        async with lifespan(FastAPI()):
+            await asyncio.sleep(pause)
+        assert group.state is cg.GroupState.CLOSED
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
