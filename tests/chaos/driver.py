@@ -244,7 +244,7 @@ class ChaosRun:
         self.fault_log: list[tuple[float, float, str]] = []  # (start, end, what)
         self._start = time.time()
         self._outage_end: float | None = None
-        self._outage = (0.0, 0.0)  # (start, end) of the total outage
+        self._outage_window = (0.0, 0.0)  # (start, end) of the total outage
         self._deck: list[str] = []
         self._warm = 0.0  # when the group first caught up: stalls count from here
 
@@ -440,7 +440,7 @@ class ChaosRun:
         for m in self.members:
             await m.proxy.heal()
         self._outage_end = time.time()
-        self._outage = (started, self._outage_end)
+        self._outage_window = (started, self._outage_end)
         self.report.faults["outage"] += 1
         self.fault_log.append((started, self._outage_end, "outage"))
 
@@ -591,7 +591,7 @@ class ChaosRun:
             low = min(low, self.produced[order[i]])
             waiting_since[i] = low
         best = other = (0.0, 0.0, 0.0)  # (gap, start, end); other: not touching the outage
-        o_start, o_end = self._outage
+        o_start, o_end = self._outage_window
         for i in range(len(order) - 1):
             start = max(first[order[i]], waiting_since[i + 1])
             end = first[order[i + 1]]
