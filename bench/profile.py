@@ -79,7 +79,7 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
     from consumergroup.group.membership import Generation
     from consumergroup.group.session import ConsumerGroupSession
     from consumergroup.message import ConsumerMessage
-    from consumergroup.offsets import OffsetManager
+    from consumergroup.group.offsets import OffsetManager
 
     sets = build_record_sets(records)
     n = records

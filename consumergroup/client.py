@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._lifecycle import AsyncResource
-from .config import Config, RetryConfig
+from .config import Config
 from .errors import (
     ClosedError,
     ConfigurationError,
-    ConsumerGroupError,
     CoordinatorNotAvailableError,
     CorruptMessageError,
     KafkaConnectionError,
@@ -48,6 +47,7 @@ from .net.protocol import (
     FindCoordinatorRequest,
     MetadataRequest,
 )
+from .retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -78,28 +78,6 @@ class PartitionMetadata:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     error_code: int = 0
-
-
-async def retrying(
-    what: str,
-    attempt: Callable[[], Awaitable[T]],
-    retry: RetryConfig,
-    before_retry: Callable[[ConsumerGroupError], None] | None = None,
-) -> T:
-    """Run ``attempt``, again up to ``retry.max`` times after ``retry.backoff`` on
-    retriable errors (broker codes marked retriable, dropped connections, timeouts);
-    ``before_retry`` sees each error that is retried. Others raise at once."""
-    for n in range(retry.max + 1):
-        try:
-            return await attempt()
-        except (KafkaError, KafkaConnectionError) as exc:
-            if not exc.retriable or n == retry.max:
-                raise
-            if before_retry is not None:
-                before_retry(exc)
-            log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
-        await asyncio.sleep(retry.backoff)
-    raise AssertionError("unreachable")
 
 
 def parse_address(addr: str) -> tuple[str, int]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
-    "COORDINATOR_LOST",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClosedError",
@@ -185,11 +184,13 @@ class KafkaConnectionError(ConsumerGroupError):
     retriable = True
 
 
-class NoBrokersAvailableError(ConsumerGroupError):
+class NoBrokersAvailableError(KafkaConnectionError):
     """None of the seed brokers answered.
 
-    Not retriable: the bootstrap addresses, the network or the brokers need
-    attention (the message lists the addresses and the timeout).
+    Retriable, like every connection error (see :func:`consumergroup.retry.is_transient`):
+    a cluster restarting looks like this for a while, so a running group keeps
+    retrying with backoff. When it persists, the bootstrap addresses, the network
+    or the brokers need attention (the message lists the addresses and the timeout).
     """
 
 
@@ -856,14 +857,3 @@ class VoterNotFoundError(KafkaError, errno=127):
 
 class InvalidRegularExpressionError(KafkaError, errno=128):
     """The regular expression is invalid."""
-
-
-#: Errors after which a group's coordinator must be looked up again: it moved, is
-#: loading, or the connection to it failed. All retriable.
-COORDINATOR_LOST: tuple[type[ConsumerGroupError], ...] = (
-    NotCoordinatorError,
-    CoordinatorNotAvailableError,
-    CoordinatorLoadInProgressError,
-    KafkaConnectionError,
-    RequestTimedOutError,
-)

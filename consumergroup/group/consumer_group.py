@@ -1,20 +1,34 @@
 """ConsumerGroup: the user's entry point (sarama's ``consumer_group.go``).
 
-``consume()`` runs one session: refresh metadata, join (JoinGroup -> assign ->
-SyncGroup), fetch committed offsets, start a PartitionConsumer per claim, run
-the session until it ends, final commit. ``run()`` loops ``consume()`` until
-``close()`` or a fatal error, so users never write the re-join loop. ``close()``
-ends the session, commits, sends LeaveGroup and stops every task, within a bound.
+All of a member's control flow is ONE rebalance loop (:meth:`ConsumerGroup._loop`,
+franz-go's ``manage()`` is the model)::
+
+    JOINING  --session ready-->  STABLE  --session ends-->  REBALANCING --+
+       ^  |                                                               |
+       |  +--transient error--> REBALANCING (backoff, jittered, capped) --+
+       +------------------------------------------------------------------+
+    any state --close()--> CLOSING --> CLOSED      non-retriable error --> FAILED
+
+``_state`` is written only by :meth:`_set_state`, and the loop re-checks
+``_closing`` after every await that can race :meth:`close`. Session setup is one
+async factory (:meth:`_open_session`) that releases what it took if it fails or
+is cancelled. Which errors are retried is decided in one place,
+:func:`consumergroup.retry.is_transient`.
 
 Owns, for its whole life: the :class:`~consumergroup.client.Client`, the fetch
-:class:`~consumergroup.consumer.Consumer`, the :class:`~.membership.Membership`
-(member id survives sessions) and the :class:`~consumergroup.offsets.OffsetManager`.
+:class:`~consumergroup.consumer.Consumer` and the :class:`~.membership.Membership`
+(the member id survives sessions). Each session has its own
+:class:`~.offsets.OffsetManager`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextvars
+import inspect
 import logging
+import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 import anyio
@@ -28,20 +42,28 @@ from ..errors import (
     ConfigurationError,
     ConsumerError,
     ConsumerGroupError,
+    UnknownTopicOrPartitionError,
 )
-from ..offsets import OffsetManager
+from ..retry import COORDINATOR_LOST, Backoff, is_transient
 from .claim import ConsumerGroupClaim
 from .handler import ConsumerGroupHandler
+from .logs import GroupLogger
 from .membership import Membership
-from .session import ConsumerGroupSession
+from .offsets import OffsetManager
+from .session import ConsumerGroupSession, EndCause, HookFn
 from .state import GroupObserver, GroupState, GroupStats, PartitionStats
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-#: Bound on how many errors errors() buffers before dropping the oldest.
+#: Bound on how many errors errors() buffers; beyond it the oldest are dropped (counted).
 _ERROR_BUFFER = 1024
+
+#: The group whose rebalance loop runs the current task (handlers, hooks, their tasks).
+_INSIDE: contextvars.ContextVar[ConsumerGroup | None] = contextvars.ContextVar(
+    "consumergroup_inside_loop", default=None
+)
 
 
 class ConsumerGroup(AsyncResource):
@@ -49,33 +71,65 @@ class ConsumerGroup(AsyncResource):
 
     ``async with ConsumerGroup(addrs, "group", config) as group:
     await group.run(["topic"], handler)``.
+
+    ``on_assigned(session, partitions)``, ``on_revoked(session, partitions)`` and
+    ``on_lost(partitions)`` (sync or async callables) are called after the
+    handler's methods of the same name; see :class:`ConsumerGroupHandler` for when.
     """
 
-    def __init__(self, addrs: Sequence[str], group_id: str, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        addrs: Sequence[str],
+        group_id: str,
+        config: Config | None = None,
+        *,
+        on_assigned: HookFn | None = None,
+        on_revoked: HookFn | None = None,
+        on_lost: HookFn | None = None,
+    ) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ConfigurationError("group_id must be a non-empty string")
+        hooks = {"on_assigned": on_assigned, "on_revoked": on_revoked, "on_lost": on_lost}
+        for name, fn in hooks.items():
+            if fn is not None and not callable(fn):
+                raise ConfigurationError(f"{name} must be a callable (sync or async), not {fn!r}")
+        self._hooks: dict[str, HookFn] = {k: v for k, v in hooks.items() if v is not None}
         self.config = config or Config()
         self.config.validate()
         self.group_id = group_id
         self._client = Client(addrs, self.config)
         self._consumer = Consumer(client=self._client)
         self._membership = Membership(self._client, group_id, self.config)
-        self._offsets = OffsetManager(self._client, group_id, self.config)
+        self.log = GroupLogger(_log, group_id, lambda: self._membership.member_id)
         # --- event-loop state ---
         # Partitions the user paused; re-applied to every new session's claims.
         self._paused: set[TopicPartition] = set()
         self._session: ConsumerGroupSession | None = None
-        # Held while a session runs, so two consume() calls never overlap.
-        self._consume_lock = asyncio.Lock()
-        self._errors: asyncio.Queue[ConsumerError] = asyncio.Queue(_ERROR_BUFFER)
+        # Held while the rebalance loop runs, so two consume()/run() never overlap.
+        # close() never takes it (it may be called from inside the loop).
+        self._loop_lock = asyncio.Lock()
+        self._loop_idle = asyncio.Event()
+        self._loop_idle.set()
+        # Cancelled by close(): the loop's whole body, and the join/backoff phase alone.
+        self._loop_scope: anyio.CancelScope | None = None
+        self._join_scope: anyio.CancelScope | None = None
+        self._errors: collections.deque[ConsumerError] = collections.deque()
+        self._errors_ready = asyncio.Event()
+        self._errors_dropped = 0
         self._started = False
         self._closing = False
+        self._close_deadline = math.inf
         self._closed = False
         self._closed_event = asyncio.Event()
+        self._shutting_down = False
         # The one state variable (see .state); only _set_state() writes it.
         self._state = GroupState.STARTING
         self._rebalances = 0
         self._error: str | None = None
+        self._commit_failures = 0
+        # anyio clock: when the last session ended (or the first join began).
+        self._rebalance_started: float | None = None
+        self._last_rebalance: float | None = None
         # Event receivers (metrics); called synchronously on the loop, see GroupObserver.
         self._observers: list[GroupObserver] = []
         self._consumer.on_fetch = lambda *fetched: self._notify("on_fetch", *fetched)
@@ -102,7 +156,7 @@ class ConsumerGroup(AsyncResource):
             try:
                 getattr(obs, event)(self.group_id, *args)
             except Exception:
-                log.exception("group %r: observer %r failed in %s", self.group_id, obs, event)
+                self.log.exception("observer %r failed in %s", obs, event)
 
     def _set_state(self, state: GroupState) -> None:
         if self._state in (GroupState.CLOSED, GroupState.FAILED):
@@ -111,24 +165,30 @@ class ConsumerGroup(AsyncResource):
             return
         if state is not self._state:
             old, self._state = self._state, state
-            log.debug("group %r: %s -> %s", self.group_id, old.name, state.name)
+            self.log.debug("%s -> %s", old.name, state.name)
             self._notify("on_state", old, state)
 
     def stats(self) -> GroupStats:
         """A snapshot of this member (no broker round trip: cheap enough for every probe)."""
         partitions: dict[TopicPartition, PartitionStats] = {}
         session = self._session
+        heartbeat_age: float | None = None
+        loop_lag = 0.0
         if session is not None:
+            now = anyio.current_time()
+            heartbeat_age = now - (session.last_heartbeat or session.started_at)
+            loop_lag = session.watchdog.lag
             for tp, claim in session._claims.items():
                 pc = claim._pc
                 position = pc.position
                 hwm = pc.high_water_mark_offset
                 partitions[tp] = PartitionStats(
                     position=position,
-                    committed=self._offsets.committed(*tp),
+                    committed=session.offsets.committed(*tp),
                     high_water_mark=hwm,
                     lag=max(hwm - position, 0) if hwm >= 0 and position >= 0 else 0,
                     paused=pc.paused,
+                    messages_per_second=session.rates.get(tp, 0.0),
                     records_consumed=pc.consumed.records,
                     bytes_consumed=pc.consumed.bytes,
                 )
@@ -139,6 +199,11 @@ class ConsumerGroup(AsyncResource):
             generation_id=session.generation_id if session is not None else -1,
             rebalances=self._rebalances,
             partitions=partitions,
+            last_heartbeat_age=heartbeat_age,
+            last_rebalance_duration=self._last_rebalance,
+            commit_failures=self._commit_failures,
+            loop_lag=loop_lag,
+            errors_dropped=self._errors_dropped,
             error=self._error,
         )
 
@@ -149,7 +214,7 @@ class ConsumerGroup(AsyncResource):
 
     async def start(self) -> None:
         """Connect to the cluster (``consume``/``run`` call this when needed)."""
-        if self._closed:
+        if self._closing:
             raise ClosedError(f"consumer group {self.group_id!r} is closed")
         if not self._started:
             await self._client.start()
@@ -158,59 +223,40 @@ class ConsumerGroup(AsyncResource):
     # ------------------------------------------------------------------ sessions
 
     async def run(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
-        """Consume session after session until :meth:`close` (or a fatal error, raised here)."""
-        if self._closing:
-            raise ClosedError(f"consumer group {self.group_id!r} is closed")
-        while not self._closing:
-            try:
-                await self.consume(topics, handler)
-            except ClosedError:
-                if self._closing:
-                    return  # close() ended the loop: that is run()'s normal end
-                raise
+        """Consume session after session until :meth:`close` (or a non-retriable error).
+
+        Transient errors (broker restarts, network faults, coordinator moves) never
+        end it: each goes to the log and to :meth:`errors`, the state is REBALANCING
+        while it backs off (exponentially, with jitter, capped), and it joins again.
+        It raises — state FAILED, the reason in ``stats().error`` — only for errors
+        retrying cannot cure: authorization, invalid configuration, a subscribed topic
+        that does not exist, a fenced static member, a handler error when
+        ``return_errors`` is off. Returns when :meth:`close` is called.
+        """
+        await self._loop(topics, handler, once=False)
 
     async def consume(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
         """Join the group and run one session until it ends (sarama's ``Consume``).
 
-        Returns when the session ends for a rebalance (call it again, or use
-        :meth:`run`); raises for a handler error when ``return_errors`` is off,
-        and for errors the group cannot recover from.
+        Transient errors while joining are retried as in :meth:`run`. Returns when
+        the session ends (call it again, or use :meth:`run`); raises what
+        :meth:`run` raises, and :class:`~consumergroup.ClosedError` after :meth:`close`.
         """
-        topics = self._check_topics(topics)
+        await self._loop(topics, handler, once=True)
+
+    def _check_handler(self, handler: ConsumerGroupHandler) -> None:
         if not isinstance(handler, ConsumerGroupHandler):
             raise ConfigurationError(
                 "handler must be a consumergroup.ConsumerGroupHandler (subclass it and define "
                 "async def consume_claim(self, session, claim))"
             )
-        await self.start()
-        async with self._consume_lock:
-            if self._closing:
-                raise ClosedError(f"consumer group {self.group_id!r} is closed")
-            self._set_state(GroupState.JOINING)
-            try:
-                session = await self._new_session(topics)
-            except BaseException as exc:
-                self._fail(exc)
-                raise
-            self._session = session
-            self._set_state(GroupState.STABLE)
-            try:
-                await session.run(handler)
-            finally:
-                self._session = None
-                self._rebalances += 1
-                self._set_state(GroupState.REBALANCING)
-            if session.fatal is not None:
-                self._fail(session.fatal)
-                raise session.fatal
-            if session.rejoin_fresh and not self._closing:
-                await self._leave()
-
-    def _fail(self, exc: BaseException) -> None:
-        """A non-retriable error ends the member: FAILED, with the reason in stats()."""
-        if isinstance(exc, Exception) and not self._closing:
-            self._error = str(exc) or type(exc).__name__
-            self._set_state(GroupState.FAILED)
+        for name in ("consume_claim", "setup", "cleanup", "on_assigned", "on_revoked", "on_lost"):
+            method = getattr(handler, name)
+            if not inspect.iscoroutinefunction(method):
+                raise ConfigurationError(
+                    f"{type(handler).__name__}.{name} must be a coroutine function: write "
+                    f"'async def {name}(...)' (a plain 'def' cannot be awaited)"
+                )
 
     def _check_topics(self, topics: Sequence[str]) -> list[str]:
         if isinstance(topics, str):
@@ -219,22 +265,141 @@ class ConsumerGroup(AsyncResource):
             raise ConfigurationError("topics must be a non-empty list of topic names")
         return sorted(set(topics))
 
-    async def _new_session(self, topics: list[str]) -> ConsumerGroupSession:
-        for topic in topics:  # unknown topics fail here, with a message saying what to do
-            await self._client.partitions(topic, refresh=True)
+    async def _loop(
+        self, topics: Sequence[str], handler: ConsumerGroupHandler, *, once: bool
+    ) -> None:
+        """The rebalance loop: join -> session -> end -> (backoff) -> join ...; see the module."""
+        wanted = self._check_topics(topics)
+        self._check_handler(handler)
+        if self._closing:
+            raise ClosedError(f"consumer group {self.group_id!r} is closed")
+        async with self._loop_lock:
+            if self._closing:
+                raise ClosedError(f"consumer group {self.group_id!r} is closed")
+            token = _INSIDE.set(self)
+            self._loop_idle.clear()
+            try:
+                with anyio.CancelScope() as self._loop_scope:
+                    await self._rebalance_loop(wanted, handler, once)
+            except BaseExceptionGroup as group:
+                err = _single_error(group)
+                raise err from err.__cause__
+            finally:
+                self._loop_scope = None
+                self._session = None
+                _INSIDE.reset(token)
+                self._loop_idle.set()
+                if self._closing:  # close() came from inside, or gave up waiting: finish it
+                    with anyio.CancelScope(shield=True):
+                        await self._shutdown()
+
+    async def _rebalance_loop(
+        self, topics: list[str], handler: ConsumerGroupHandler, once: bool
+    ) -> None:
+        backoff = Backoff(self.config.consumer.group.rebalance.retry.backoff)
+        if self._rebalance_started is None:
+            self._rebalance_started = anyio.current_time()
+        while not self._closing:
+            self._set_state(GroupState.JOINING)
+            session: ConsumerGroupSession | None = None
+            with anyio.CancelScope() as self._join_scope:
+                try:
+                    session = await self._open_session(topics)
+                except Exception as exc:
+                    if self._closing:
+                        break
+                    if not is_transient(exc):
+                        self._fail(exc)
+                        raise
+                    if isinstance(exc, COORDINATOR_LOST):
+                        self._client.invalidate_coordinator(self.group_id)
+                    delay = backoff.next()
+                    self._transient(exc, f"joining failed; joining again in {delay:.1f}s")
+                    self._set_state(GroupState.REBALANCING)
+                    await anyio.sleep(delay)
+            self._join_scope = None
+            if session is None:
+                continue  # retried after backoff, or close() cancelled the join
+            if self._closing:  # close() raced the end of the join: no handler runs
+                session.abandon()
+                break
+            backoff.reset()
+            cause = await self._run_session(session, handler)
+            if once or self._closing:
+                return
+            with anyio.CancelScope() as self._join_scope:
+                if session.rejoin_fresh:
+                    await self._leave(anyio.current_time() + self.config.net.read_timeout)
+                if cause in (EndCause.HANDLER_ERROR, EndCause.LOST):
+                    # Do not spin: a setup that keeps failing, or a coordinator that cannot
+                    # be reached, gets the same backoff as a failed join.
+                    await anyio.sleep(backoff.next())
+            self._join_scope = None
+
+    async def _run_session(
+        self, session: ConsumerGroupSession, handler: ConsumerGroupHandler
+    ) -> EndCause:
+        """STABLE for the session's life, then REBALANCING; raises its fatal error."""
+        self._session = session
+        self._set_state(GroupState.STABLE)
+        if self._rebalance_started is not None:
+            self._last_rebalance = anyio.current_time() - self._rebalance_started
+            self._notify("on_rebalance", self._last_rebalance)
+        try:
+            cause = await session.run(handler)
+        finally:
+            self._session = None
+            self._rebalances += 1
+            self._rebalance_started = anyio.current_time()
+            self._set_state(GroupState.REBALANCING)
+        self.log.info("session ended: %s", session.end_reason)
+        if session.fatal is not None:
+            self._fail(session.fatal)
+            raise session.fatal
+        return cause
+
+    def _fail(self, exc: BaseException) -> None:
+        """A non-retriable error ends the member: FAILED, with the reason in stats()."""
+        if not self._closing:
+            self._error = str(exc) or type(exc).__name__
+            self.log.error("giving up: %s", self._error)
+            self._set_state(GroupState.FAILED)
+
+    def _transient(self, exc: Exception, what: str) -> None:
+        """A retried error: to the log, ``errors()`` and ``stats().error``."""
+        self._error = str(exc) or type(exc).__name__
+        self.log.warning("%s: %s", what, self._error)
+        cause = exc if isinstance(exc, ConsumerGroupError) else None
+        self._push_error(ConsumerError(what, cause=cause or ConsumerGroupError(repr(exc))))
+
+    async def _open_session(self, topics: list[str]) -> ConsumerGroupSession:
+        """Session setup as one factory: join, offsets, partition consumers, session.
+
+        On failure or cancellation it releases every PartitionConsumer it registered,
+        so the next attempt never finds a partition "already being consumed".
+        """
+        await self.start()
+        try:
+            for topic in topics:  # unknown topics fail here, with a message saying what to do
+                await self._client.partitions(topic, refresh=True)
+        except UnknownTopicOrPartitionError as exc:
+            exc.retriable = False  # a subscribed topic that does not exist: not retried
+            raise
         counts = {t: len(self._client.cached_partitions(t) or ()) for t in topics}
         generation = await self._membership.join(topics, owned={})
+        if self._closing:
+            raise ClosedError("close() was called during the join")
         assigned = [(t, p) for t, parts in generation.assignment.items() for p in parts]
-        log.info(
-            "group %r generation %d: member %s claims %s",
+        self.log.info("generation %d: claims %s", generation.generation_id, generation.assignment)
+        offsets = OffsetManager(
+            self._client,
             self.group_id,
-            generation.generation_id,
-            generation.member_id,
-            generation.assignment,
+            self.config,
+            member_id=generation.member_id,
+            generation_id=generation.generation_id,
+            on_commit=self._on_commit,
         )
-        self._offsets.member_id = generation.member_id
-        self._offsets.generation_id = generation.generation_id
-        committed = await self._offsets.fetch_committed(assigned)
+        committed = await offsets.fetch_committed(assigned)
         initial = self.config.consumer.offsets.initial
         wanted = {
             tp: committed[tp][0] if committed.get(tp, (-1, ""))[0] >= 0 else initial
@@ -252,7 +417,13 @@ class ConsumerGroup(AsyncResource):
             unknown = unseen()
             for tp in unknown:
                 del wanted[tp]
-        pcs = await self._consumer.consume_partitions(wanted)
+        try:
+            pcs = await self._consumer.consume_partitions(wanted)
+        except BaseException:
+            for pc in self._consumer.consuming():
+                if (pc.topic, pc.partition) in wanted:
+                    pc.stop()
+            raise
         claims: dict[TopicPartition, ConsumerGroupClaim] = {}
         start: dict[TopicPartition, int] = {}
         for tp, pc in pcs.items():
@@ -260,51 +431,75 @@ class ConsumerGroup(AsyncResource):
                 pc.pause()
             claims[tp] = ConsumerGroupClaim(pc, pc.next_offset)
             start[tp] = pc.next_offset
-        self._offsets.assign(committed, start)
+        offsets.assign(committed, start)
         session = ConsumerGroupSession(
             group_id=self.group_id,
             generation=generation,
             claims=claims,
             partition_counts=counts,
             client=self._client,
+            consumer=self._consumer,
             membership=self._membership,
-            offsets=self._offsets,
+            offsets=offsets,
             config=self.config,
             on_error=self._push_error,
+            notify=self._notify,
+            hooks=self._hooks,
         )
         if unknown:
-            session.end(f"assigned partitions {unknown} are not in this member's metadata yet")
+            session.end(
+                EndCause.PARTITIONS_CHANGED,
+                f"assigned partitions {unknown} are not in this member's metadata yet",
+            )
         return session
+
+    def _on_commit(self, latency: float, error: BaseException | None) -> None:
+        if error is not None:
+            self._commit_failures += 1
+        self._notify("on_commit", latency, error)
 
     # ------------------------------------------------------------------ errors
 
     def _push_error(self, err: ConsumerError) -> None:
         if not self.config.consumer.return_errors:
             return
-        if self._errors.full():
-            self._errors.get_nowait()  # bounded: the oldest error goes
-        self._errors.put_nowait(err)
+        if len(self._errors) >= _ERROR_BUFFER:
+            self._errors.popleft()  # bounded: the oldest error goes, counted and logged
+            self._errors_dropped += 1
+            if self._errors_dropped & (self._errors_dropped - 1) == 0:  # 1, 2, 4, 8, ...
+                self.log.warning(
+                    "errors() is not read fast enough: %d errors dropped so far "
+                    "(buffer %d; see stats().errors_dropped)",
+                    self._errors_dropped,
+                    _ERROR_BUFFER,
+                )
+        self._errors.append(err)
+        self._errors_ready.set()
 
     async def errors(self) -> AsyncIterator[ConsumerError]:
-        """Errors from handlers, commits and fetches (``consumer.return_errors`` must be on).
+        """Errors from handlers, commits, fetches and retried joins (``consumer.return_errors``
+        must be on). Ends when the group is closed and every buffered error was read.
 
-        Ends when the group is closed.
+        Cancelling the task that iterates loses nothing: an error is taken from the
+        buffer only when it is yielded. Beyond 1,024 unread errors the oldest are
+        dropped, counted in ``stats().errors_dropped`` and logged.
         """
         if not self.config.consumer.return_errors:
             raise ConfigurationError("errors() needs config.consumer.return_errors = True")
-        while not (self._closed and self._errors.empty()):
-            if self._closed:
-                yield self._errors.get_nowait()
+        while True:
+            if self._errors:
+                yield self._errors.popleft()
                 continue
-            getter = asyncio.ensure_future(self._errors.get())
+            if self._closed:
+                return
+            self._errors_ready.clear()
             closed = asyncio.ensure_future(self._closed_event.wait())
-            done, pending = await asyncio.wait(
-                {getter, closed}, return_when=asyncio.FIRST_COMPLETED
-            )
-            for fut in pending:
-                fut.cancel()
-            if getter in done:
-                yield getter.result()
+            ready = asyncio.ensure_future(self._errors_ready.wait())
+            try:
+                await asyncio.wait({closed, ready}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                closed.cancel()
+                ready.cancel()
 
     # ------------------------------------------------------------------ pause
 
@@ -344,42 +539,103 @@ class ConsumerGroup(AsyncResource):
 
     # ------------------------------------------------------------------ close
 
-    async def _leave(self) -> None:
-        """LeaveGroup, bounded; a failure only means the others wait for the session timeout."""
-        with anyio.move_on_after(self.config.net.read_timeout):
+    async def _leave(self, deadline: float) -> None:
+        """LeaveGroup by ``deadline``; a failure only means the others wait for the session
+        timeout."""
+        with anyio.CancelScope(deadline=deadline):
             try:
                 await self._membership.leave()
-            except (ConsumerGroupError, OSError) as exc:
-                log.info("group %r: LeaveGroup failed: %s", self.group_id, exc)
+            except ConsumerGroupError as exc:
+                self.log.info("LeaveGroup failed: %s", exc)
+
+    def _default_close_timeout(self) -> float:
+        return self.config.consumer.group.rebalance.timeout + self.config.net.read_timeout
 
     async def close(self, timeout: float | None = None) -> None:
         """End the session (final commit), leave the group and stop every task. Idempotent.
 
-        Bounded by ``timeout`` (default: ``rebalance.timeout`` + ``net.read_timeout``).
+        Returns within ``timeout`` seconds (default ``rebalance.timeout +
+        net.read_timeout``), even against a broker that does not answer: the drain,
+        hooks, cleanup, final commit and LeaveGroup share that budget, each step
+        cut short when its share runs out. It wins at any point of a join: no handler
+        runs after it, and ``run()`` returns.
+
+        Called from inside the group (a handler, a hook, a task they started), it
+        starts the close and returns at once, so the handler can return; the rebalance
+        loop finishes the close before ``run()``/``consume()`` return.
         """
         if self._closed:
             return
-        self._closing = True
-        self._set_state(GroupState.CLOSING)
-        bound = (
-            timeout
-            if timeout is not None
-            else (self.config.consumer.group.rebalance.timeout + self.config.net.read_timeout)
-        )
-        with anyio.move_on_after(bound):
-            session = self._session
-            if session is not None:
-                session.end("close() was called")
-            # Waits for the running consume() to finish its cleanup and final commit.
-            async with self._consume_lock:
-                pass
-        if self._started:
-            await self._leave()
-        await self._consumer.close()
-        await self._client.close()
-        self._closed = True
-        self._set_state(GroupState.CLOSED)
-        self._closed_event.set()
+        bound = self._default_close_timeout() if timeout is None else max(0.0, timeout)
+        deadline = anyio.current_time() + bound
+        if not self._closing:
+            self._closing = True
+            self._close_deadline = deadline
+            self._set_state(GroupState.CLOSING)
+            self._interrupt()
+        if _INSIDE.get() is self:
+            return
+        # The rebalance loop ends the session within the budget (minus LeaveGroup's share).
+        with anyio.CancelScope(deadline=self._session_deadline()):
+            await self._loop_idle.wait()
+        if not self._loop_idle.is_set() and self._loop_scope is not None:
+            self._loop_scope.cancel()
+            with anyio.CancelScope(deadline=self._close_deadline):
+                await self._loop_idle.wait()
+        await self._shutdown()
+
+    def _session_deadline(self) -> float:
+        """Teardown of the session ends this early, leaving time for LeaveGroup."""
+        remaining = self._close_deadline - anyio.current_time()
+        return self._close_deadline - min(self.config.net.read_timeout, max(remaining, 0) / 5)
+
+    def _interrupt(self) -> None:
+        """close(): end the session, or cancel the join or backoff in progress."""
+        session = self._session
+        if session is not None:
+            session.close_by(self._session_deadline())
+        if self._join_scope is not None:
+            self._join_scope.cancel()
+
+    async def _shutdown(self) -> None:
+        """LeaveGroup, stop the fetch tasks and the client: once, by the close deadline."""
+        if self._shutting_down:
+            with anyio.CancelScope(deadline=self._close_deadline):
+                await self._closed_event.wait()
+            return
+        self._shutting_down = True
+        try:
+            if self._started:
+                await self._leave(self._close_deadline)
+        finally:
+            await self._consumer.close()
+            await self._client.close()
+            self._closed = True
+            self._set_state(GroupState.CLOSED)
+            self._closed_event.set()
+
+
+def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What the public API raises instead of an ExceptionGroup: the one error inside it,
+    or a ConsumerGroupError naming them all."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if not isinstance(exc, Exception):
+            return exc  # KeyboardInterrupt, SystemExit, cancellation: as they are
+    if len(leaves) == 1 and isinstance(leaves[0], ConsumerGroupError):
+        return leaves[0]
+    err = ConsumerGroupError("; ".join(f"{type(e).__name__}: {e}" for e in leaves))
+    err.__cause__ = group
+    return err
 
 
 def _pairs(partitions: dict[str, list[int]] | Iterable[TopicPartition]) -> list[TopicPartition]:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..balance.protocol import MemberAssignment, MemberSubscription
 from ..errors import (
-    COORDINATOR_LOST,
     ConsumerGroupError,
     FencedInstanceIdError,
     IllegalGenerationError,
@@ -29,13 +28,15 @@ from ..errors import (
     error_for_code,
 )
 from ..net.protocol import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from ..retry import COORDINATOR_LOST
+from .logs import GroupLogger
 
 if TYPE_CHECKING:
     from ..balance.strategy import BalanceStrategy
     from ..client import Client
     from ..config import Config
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -67,6 +68,7 @@ class Membership:
         self.member_id = ""
         self.generation_id = -1
         self.instance_id = config.consumer.group.instance_id
+        self.log = GroupLogger(_log, group, lambda: self.member_id)
 
     def _strategies(self) -> list[BalanceStrategy]:
         return list(self._config.consumer.group.rebalance.strategies)
@@ -101,7 +103,7 @@ class Membership:
             except MemberIdRequiredError:
                 continue  # _join_once stored the id the broker handed out
             except (UnknownMemberIdError, IllegalGenerationError) as exc:
-                log.info("group %r: %s; rejoining as a new member", self.group, type(exc).__name__)
+                self.log.info("%s; rejoining as a new member", type(exc).__name__)
                 self.reset()
                 continue
             except COORDINATOR_LOST as exc:  # find it again, back off, retry
@@ -112,9 +114,8 @@ class Membership:
             backoffs += 1
             if backoffs > retry.max:
                 raise error
-            log.info(
-                "group %r: join failed (%s); retry %d/%d in %.1fs",
-                self.group,
+            self.log.info(
+                "join failed (%s); retry %d/%d in %.1fs",
                 type(error).__name__,
                 backoffs,
                 retry.max,
@@ -214,10 +215,8 @@ class Membership:
             if parts is not None:
                 partitions[topic] = parts
             else:
-                log.warning(
-                    "group %r: subscribed topic %r does not exist; assigning nothing of it",
-                    self.group,
-                    topic,
+                self.log.warning(
+                    "subscribed topic %r does not exist; assigning nothing of it", topic
                 )
         plan = strategy.plan(members, partitions)
         out = []
@@ -243,5 +242,5 @@ class Membership:
         resp = await self._coordinator_send(LeaveGroupRequest(self.group, self.member_id))
         code = getattr(resp, "error_code", 0)
         if code and code != UnknownMemberIdError.errno:
-            log.info("group %r: LeaveGroup answered %s", self.group, error_for_code(code).__name__)
+            self.log.info("LeaveGroup answered %s", error_for_code(code).__name__)
         self.reset()

@@ -2,27 +2,38 @@
 
 Inside the session's task group (nothing outlives it):
 
-* the heartbeat task — REBALANCE_IN_PROGRESS, a fencing error or a lost
-  coordinator ends the session;
-* one task per claim running ``handler.consume_claim``;
+* the heartbeat task, started first (before any user code, as sarama does) —
+  REBALANCE_IN_PROGRESS, a fencing error or a lost coordinator ends the session;
+* one task per claim running ``handler.consume_claim`` (restarted from the
+  last marked offset if it returns or raises while the session runs);
 * the auto-commit ticker;
 * the partition watcher — every member (not only the leader, unlike sarama)
   ends the session when a subscribed topic's partition count changes;
 * the loop watchdog (see :mod:`.watchdog`).
 
-Ending (:meth:`ConsumerGroupSession.end`): ``done`` is set, every claim's
-stream ends, handlers get ``rebalance.timeout`` to return and are then
-cancelled, ``cleanup`` runs, marked offsets are committed, the claims are
-released. Claims are owned by the session's registry and revoked one by one
-(:meth:`_revoke`), so a cooperative protocol can later keep the claims a
-rebalance does not revoke: a change of policy, not of structure.
+Order of the user's callbacks: ``on_assigned`` → ``setup`` → one
+``consume_claim`` task per claim … the session ends (:class:`EndCause`) → the
+claims drain → ``on_revoked`` (graceful end) or ``on_lost`` (lost / fenced) →
+``cleanup`` → final commit (skipped when lost) → release.
+
+Time budget of the end: the coordinator gives every member ``rebalance.timeout``
+to rejoin, so the whole teardown fits in that window (and in ``close()``'s bound):
+handlers drain until ``2 * reserve`` before its end, hooks and cleanup until
+``reserve`` before it, and the final commit gets the last ``reserve``
+(``reserve = min(net.read_timeout, window / 4)``).
+
+Claims are owned by the session's registry and revoked one by one
+(:meth:`_revoke`), so a cooperative protocol can keep the claims a rebalance
+does not revoke: a change of policy, not of structure.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 import logging
-import time
-from collections.abc import Callable
+import math
+from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -33,34 +44,66 @@ from ..errors import (
     ConsumerGroupError,
     FencedInstanceIdError,
     IllegalGenerationError,
-    KafkaConnectionError,
-    KafkaError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from ..offsets import FENCED
+from ..retry import FENCED, Backoff, is_transient
 from .claim import ConsumerGroupClaim
+from .logs import GroupLogger
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
+    from ..consumer.consumer import Consumer
     from ..message import ConsumerMessage
-    from ..offsets import OffsetManager
     from .handler import ConsumerGroupHandler
     from .membership import Generation, Membership
+    from .offsets import OffsetManager
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ErrorSink = Callable[[ConsumerError], None]
+#: A rebalance hook given to ``ConsumerGroup(..., on_assigned=...)``: sync or async.
+HookFn = Callable[..., Awaitable[None] | None]
+#: (event name, *args) -> the group's observers.
+Notify = Callable[..., None]
+
+
+class EndCause(enum.Enum):
+    """Why a session ended: logged, and decides ``on_revoked`` versus ``on_lost``."""
+
+    #: The coordinator started a rebalance (a member joined or left).
+    REBALANCE = "rebalance"
+    #: A subscribed topic's partition count changed, or the assignment named
+    #: partitions this member cannot see yet.
+    PARTITIONS_CHANGED = "partitions-changed"
+    #: ``setup`` or ``on_assigned`` raised, or ``consume_claim`` did with
+    #: ``return_errors`` off.
+    HANDLER_ERROR = "handler-error"
+    #: ``close()`` was called.
+    CLOSED = "closed"
+    #: No heartbeat got through for a whole session timeout: the coordinator has
+    #: most likely given the partitions to others.
+    LOST = "lost"
+    #: The coordinator no longer knows this member or this generation (or a static
+    #: member took its instance id): the partitions belong to others now.
+    FENCED = "fenced"
+
+    @property
+    def graceful(self) -> bool:
+        """True when the member still owns its partitions at the end: ``on_revoked`` and
+        a final commit; False (LOST, FENCED): ``on_lost`` and no commit."""
+        return self not in (EndCause.LOST, EndCause.FENCED)
 
 
 class ConsumerGroupSession:
     """One generation's claims, marks and lifecycle (sarama's ``ConsumerGroupSession``).
 
     Handed to every handler callback. ``done`` is set when the session is
-    ending; ``claims`` maps topic -> claimed partitions.
+    ending; ``claims`` maps topic -> claimed partitions; ``end_cause`` (an
+    :class:`EndCause`) and ``end_reason`` (its text) say why it ended.
     """
 
     def __init__(
@@ -71,10 +114,13 @@ class ConsumerGroupSession:
         claims: dict[TopicPartition, ConsumerGroupClaim],
         partition_counts: dict[str, int],
         client: Client,
+        consumer: Consumer,
         membership: Membership,
         offsets: OffsetManager,
         config: Config,
         on_error: ErrorSink,
+        notify: Notify,
+        hooks: dict[str, HookFn],
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -85,11 +131,16 @@ class ConsumerGroupSession:
         # Subscribed topic -> its partition count when the session began.
         self._partition_counts = partition_counts
         self._client = client
+        self._consumer = consumer
         self._membership = membership
-        self._offsets = offsets
+        self.offsets = offsets
         self._config = config
         self._on_error = on_error
+        self._notify = notify
+        self._hooks = hooks
+        self.log = GroupLogger(_log, group_id, lambda: self.member_id)
         # Why the session ended (None: still running); a fatal error ends run().
+        self.end_cause: EndCause | None = None
         self.end_reason: str | None = None
         self.fatal: BaseException | None = None
         # Set when the next join must start as a new member (see _watch_partitions).
@@ -97,6 +148,16 @@ class ConsumerGroupSession:
         # Handlers still running; _claims_done is set when it drops to zero.
         self._running_claims = 0
         self._claims_done = anyio.Event()
+        # Teardown deadlines (anyio clock): the rebalance window from end(), and the
+        # bound close() sets; _step is the running teardown step's scope and slack.
+        self._ended_at: float | None = None
+        self._close_deadline = math.inf
+        self._step: tuple[anyio.CancelScope, int] | None = None
+        # Observability, written by the heartbeat task (anyio clock).
+        self.started_at = anyio.current_time()
+        self.last_heartbeat: float | None = None
+        self._rate_sample: dict[TopicPartition, tuple[float, int]] = {}
+        self.rates: dict[TopicPartition, float] = {}
         self.watchdog = LoopWatchdog(config.consumer.group.session_timeout / 3, _claim_on_stack)
 
     def __repr__(self) -> str:
@@ -117,157 +178,320 @@ class ConsumerGroupSession:
 
     def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
         """Mark ``msg`` processed: its offset + 1 is committed next (sarama semantics)."""
-        self._offsets.mark(msg.topic, msg.partition, msg.offset + 1, metadata)
+        self.offsets.mark(msg.topic, msg.partition, msg.offset + 1, metadata)
 
     def mark_offset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Mark ``offset`` as the next to consume (only moves forward)."""
-        self._offsets.mark(topic, partition, offset, metadata)
+        self.offsets.mark(topic, partition, offset, metadata)
 
     def reset_offset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Set the next offset to commit, backwards too (takes effect at the next commit)."""
-        self._offsets.reset(topic, partition, offset, metadata)
+        self.offsets.reset(topic, partition, offset, metadata)
 
     async def commit(self) -> None:
         """Commit marked offsets now (also done every ``auto_commit.interval`` and at the end)."""
-        await self._offsets.commit()
+        await self.offsets.commit()
 
     # ------------------------------------------------------------------ lifecycle
 
-    def end(self, reason: str, fatal: BaseException | None = None) -> None:
+    def end(self, cause: EndCause, detail: str = "", fatal: BaseException | None = None) -> None:
         """Start ending the session (idempotent): set ``done`` and end every claim's stream."""
         if fatal is not None and self.fatal is None:
             self.fatal = fatal
         if self.done.is_set():
             return
-        self.end_reason = reason
-        log.info(
-            "group %r generation %d: session ending: %s", self.group_id, self.generation_id, reason
-        )
+        self.end_cause = cause
+        self.end_reason = f"{cause.value}: {detail}" if detail else cause.value
+        self._ended_at = anyio.current_time()
+        self.log.info("generation %d: session ending (%s)", self.generation_id, self.end_reason)
         self.done.set()
         for claim in self._claims.values():
             claim._pc.stop()
 
-    async def run(self, handler: ConsumerGroupHandler) -> None:
-        """Run the session to its end, then cleanup, final commit and release."""
-        config = self._config
-        try:
-            await handler.setup(self)
-            async with anyio.create_task_group() as background:
-                background.start_soon(self._heartbeat_loop)
-                background.start_soon(self.watchdog.run)
-                if config.consumer.offsets.auto_commit.enable:
-                    background.start_soon(self._commit_loop)
-                background.start_soon(self._watch_partitions)
-                async with anyio.create_task_group() as claims:
-                    self._running_claims = len(self._claims)
-                    if not self._claims:
-                        self._claims_done.set()
-                    for claim in self._claims.values():
-                        claims.start_soon(
-                            self._run_claim,
-                            handler,
-                            claim,
-                            name=f"claim-{claim.topic}-{claim.partition}",
-                        )
-                    await self.done.wait()
-                    with anyio.move_on_after(config.consumer.group.rebalance.timeout) as waited:
-                        await self._claims_done.wait()
-                    if waited.cancelled_caught:
-                        log.warning(
-                            "group %r: handlers still running %.1fs after the session "
-                            "ended; cancelling them",
-                            self.group_id,
-                            config.consumer.group.rebalance.timeout,
-                        )
-                        claims.cancel_scope.cancel()
-                background.cancel_scope.cancel()
-        finally:
-            self.end("session task cancelled")
-            await self._finish(handler)
+    def close_by(self, deadline: float) -> None:
+        """End for ``close()``, with every teardown step done by ``deadline`` (anyio clock)."""
+        self._close_deadline = min(self._close_deadline, deadline)
+        self.end(EndCause.CLOSED, "close() was called")
+        if self._step is not None:
+            scope, slack = self._step
+            scope.deadline = min(scope.deadline, self._deadline(slack))
 
-    async def _finish(self, handler: ConsumerGroupHandler) -> None:
-        """cleanup + final commit + release, bounded and shielded from cancellation."""
-        bound = self._config.consumer.group.rebalance.timeout
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(bound):
+    def _deadline(self, slack: int) -> float:
+        """End of a teardown step: ``slack`` reserves before the end of the window."""
+        ended = self._ended_at if self._ended_at is not None else anyio.current_time()
+        final = min(ended + self._config.consumer.group.rebalance.timeout, self._close_deadline)
+        reserve = min(self._config.net.read_timeout, max(final - ended, 0.0) / 4)
+        return final - slack * reserve
+
+    def _scope(self, slack: int) -> anyio.CancelScope:
+        scope = anyio.CancelScope(deadline=self._deadline(slack))
+        self._step = (scope, slack)
+        return scope
+
+    async def run(self, handler: ConsumerGroupHandler) -> EndCause:
+        """Run the session to its end, then revoke/lose, cleanup, final commit and release.
+
+        Returns why it ended. Never raises for a handler error (see ``fatal``).
+        """
+        if self.end_cause is EndCause.CLOSED:
+            self.abandon()  # close() won the race with the join: no user code runs
+            return EndCause.CLOSED
+        assigned = sorted(self._claims)
+        try:
+            async with anyio.create_task_group() as background:
+                background.start_soon(self._guard, self._heartbeat_loop)
+                background.start_soon(self._guard, self.watchdog.run)
+                if self._config.consumer.offsets.auto_commit.enable:
+                    background.start_soon(self._guard, self._commit_loop)
+                background.start_soon(self._guard, self._watch_partitions)
                 try:
-                    await handler.cleanup(self)
-                except Exception as exc:
-                    self._report(ConsumerError(f"cleanup raised {exc!r}", cause=exc))
-            with anyio.move_on_after(bound):
+                    if await self._user("on_assigned", handler, self, assigned) and (
+                        await self._user("setup", handler, self)
+                    ):
+                        await self._consume(handler)
+                finally:
+                    self.end(EndCause.CLOSED, "the session task was cancelled")
+                    with anyio.CancelScope(shield=True):
+                        await self._finish(handler, assigned)
+                    background.cancel_scope.cancel()
+        finally:
+            self.abandon()
+        assert self.end_cause is not None
+        return self.end_cause
+
+    def abandon(self) -> None:
+        """Release every claim without user code or commit (teardown after failure)."""
+        self._revoke(list(self._claims))
+
+    async def _consume(self, handler: ConsumerGroupHandler) -> None:
+        async with anyio.create_task_group() as claims:
+            self._running_claims = len(self._claims)
+            if not self._claims or self.done.is_set():
+                self._claims_done.set()
+            else:
+                for claim in self._claims.values():
+                    claims.start_soon(
+                        self._run_claim,
+                        handler,
+                        claim,
+                        name=f"claim-{claim.topic}-{claim.partition}",
+                    )
+            await self.done.wait()
+            with self._scope(2):
+                await self._claims_done.wait()
+            if not self._claims_done.is_set():
+                self.log.warning(
+                    "handlers still running %.1fs after the session ended; cancelling them",
+                    anyio.current_time() - (self._ended_at or 0.0),
+                )
+                claims.cancel_scope.cancel()
+
+    async def _finish(self, handler: ConsumerGroupHandler, assigned: list[TopicPartition]) -> None:
+        """on_revoked / on_lost, cleanup, final commit, release: each bounded."""
+        graceful = self.end_cause is not None and self.end_cause.graceful
+        with self._scope(1):
+            if graceful:
+                await self._user("on_revoked", handler, self, assigned)
+            else:
+                await self._user("on_lost", handler, assigned)
+            await self._user("cleanup", handler, self)
+        if graceful:
+            with self._scope(0):
                 try:
-                    await self._offsets.commit()
+                    await self.offsets.commit()
                 except FENCED as exc:
-                    log.warning(
-                        "group %r: final commit refused (%s): the partitions moved on; "
-                        "uncommitted messages will be read again by their new owner",
-                        self.group_id,
+                    self.log.warning(
+                        "final commit refused (%s): the partitions moved on; uncommitted "
+                        "messages will be read again by their new owner",
                         type(exc).__name__,
                     )
                 except ConsumerGroupError as exc:
                     self._report(ConsumerError(f"final commit failed: {exc}", cause=exc))
-            self._revoke(list(self._claims))
+        self._step = None
+        self._revoke(assigned)
 
-    def _revoke(self, partitions: list[TopicPartition]) -> None:
+    def _revoke(self, partitions: Sequence[TopicPartition]) -> None:
         """Drop claims from the registry and release their offsets (after their commit)."""
         for tp in partitions:
             claim = self._claims.pop(tp, None)
             if claim is not None:
                 claim._pc.stop()
-        self._offsets.release(partitions)
+        self.offsets.release(partitions)
+
+    async def _user(self, name: str, handler: ConsumerGroupHandler, *args: object) -> bool:
+        """Call the handler's hook ``name``, then the group's ``name=`` callable, if any.
+
+        An error in ``on_assigned``/``setup`` ends the session like a handler error;
+        later hooks only report theirs. Returns False when the hook raised.
+        """
+        try:
+            await getattr(handler, name)(*args)
+            extra = self._hooks.get(name)
+            if extra is not None:
+                result = extra(*args)
+                if inspect.isawaitable(result):
+                    await result
+        except Exception as exc:
+            err = ConsumerError(f"{name} raised {exc!r}", cause=exc)
+            if name in ("on_assigned", "setup"):
+                self._handler_failed(err, f"{name} raised")
+            else:
+                self._report(err)
+            return False
+        return True
 
     async def _run_claim(self, handler: ConsumerGroupHandler, claim: ConsumerGroupClaim) -> None:
+        """Run ``consume_claim`` for one claim until the session ends.
+
+        A handler that returns, or raises with ``return_errors`` on, while the session
+        still runs is restarted after a backoff with a fresh claim starting at the
+        partition's last marked offset: a partition is never left owned but unread.
+        """
+        tp = (claim.topic, claim.partition)
+        backoff = Backoff(self._config.consumer.retry.backoff)
         try:
-            await handler.consume_claim(self, claim)
-        except Exception as exc:
-            err = ConsumerError(
-                "consume_claim raised; its unmarked messages will be read again",
-                topic=claim.topic,
-                partition=claim.partition,
-                cause=exc,
-            )
-            if self._config.consumer.return_errors:
-                self._report(err)
-            else:
-                self.end(f"handler failed on {claim.topic}/{claim.partition}", fatal=err)
+            while True:
+                marked = self.offsets.marked(*tp)
+                try:
+                    await handler.consume_claim(self, claim)
+                    what = "returned"
+                except Exception as exc:
+                    err = ConsumerError(
+                        "consume_claim raised; its unmarked messages will be read again",
+                        topic=claim.topic,
+                        partition=claim.partition,
+                        cause=exc,
+                    )
+                    if not self._config.consumer.return_errors:
+                        self.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
+                        return
+                    self._report(err)
+                    what = "raised"
+                claim._pc.stop()
+                if self.done.is_set():
+                    return
+                if self.offsets.marked(*tp) != marked:
+                    backoff.reset()  # it made progress: not a handler failing in a loop
+                next_claim = await self._reclaim(claim, what, backoff)
+                if next_claim is None:
+                    return
+                claim = next_claim
         finally:
             self._running_claims -= 1
             if self._running_claims == 0:
                 self._claims_done.set()
             claim._pc.stop()
 
+    async def _reclaim(
+        self, claim: ConsumerGroupClaim, what: str, backoff: Backoff
+    ) -> ConsumerGroupClaim | None:
+        """A new claim on the same partition from its marked offset, after a backoff;
+        None when the session ends first."""
+        tp = (claim.topic, claim.partition)
+        while True:
+            delay = backoff.next()
+            self.log.warning(
+                "consume_claim for %s/%d %s while the session runs; restarting it in %.1fs "
+                "from offset %d",
+                *tp,
+                what,
+                delay,
+                self.offsets.marked(*tp),
+            )
+            with anyio.move_on_after(delay):
+                await self.done.wait()
+            if self.done.is_set():
+                return None
+            try:
+                pcs = await self._consumer.consume_partitions({tp: self.offsets.marked(*tp)})
+            except ConsumerGroupError as exc:
+                what = f"could not be restarted ({exc})"
+                continue
+            pc = pcs[tp]
+            if claim._pc.paused:
+                pc.pause()
+            if self.done.is_set():  # the session ended during the restart
+                pc.stop()
+                return None
+            fresh = ConsumerGroupClaim(pc, pc.next_offset)
+            self._claims[tp] = fresh
+            return fresh
+
+    def _handler_failed(self, err: ConsumerError, detail: str) -> None:
+        """``return_errors``: report, end the session and rejoin; otherwise end run() too."""
+        if self._config.consumer.return_errors:
+            self._report(err)
+            self.end(EndCause.HANDLER_ERROR, detail)
+        else:
+            self.end(EndCause.HANDLER_ERROR, detail, fatal=err)
+
     def _report(self, err: ConsumerError) -> None:
-        log.error("group %r: %s", self.group_id, err)
+        self.log.error("%s", err)
         self._on_error(err)
 
     # --------------------------------------------------------------- background
 
+    async def _guard(self, task: Callable[[], Awaitable[None]]) -> None:
+        """A background task's bug ends the session (and run()) instead of escaping raw."""
+        try:
+            await task()
+        except Exception as exc:
+            self.log.exception("internal error in %s", task.__name__)
+            self.end(
+                EndCause.LOST,
+                f"internal error in {task.__name__}",
+                fatal=ConsumerGroupError(f"internal error in {task.__name__}: {exc!r}"),
+            )
+
     async def _heartbeat_loop(self) -> None:
         group = self._config.consumer.group
-        last_ok = time.monotonic()
-        # Runs until the session's task group is cancelled: while handlers drain after
-        # `done`, heartbeats keep the membership alive.
+        last_ok = anyio.current_time()
+        # Runs until the session's task group is cancelled: while handlers drain and the
+        # final commit runs, heartbeats keep the membership alive.
         while True:
             await anyio.sleep(group.heartbeat_interval)
+            self._sample_rates(anyio.current_time())
             try:
                 await self._membership.heartbeat()
-                last_ok = time.monotonic()
-            except RebalanceInProgressError:
-                self.end("the group is rebalancing")
-            except (UnknownMemberIdError, FencedInstanceIdError) as exc:
-                self._membership.reset()
-                self.end(f"{type(exc).__name__}: the coordinator no longer knows this member")
+            except RebalanceInProgressError as exc:
+                self._notify("on_heartbeat", exc)
+                last_ok = self.last_heartbeat = anyio.current_time()  # alive, told to rejoin
+                self.end(EndCause.REBALANCE, "the group is rebalancing")
+                continue
+            except FencedInstanceIdError as exc:
+                self._notify("on_heartbeat", exc)
+                self.end(EndCause.FENCED, "another member took this group_instance_id", exc)
                 return
-            except IllegalGenerationError:
-                self.end("a newer generation exists")
+            except (UnknownMemberIdError, IllegalGenerationError) as exc:
+                self._notify("on_heartbeat", exc)
+                if isinstance(exc, UnknownMemberIdError):
+                    self._membership.reset()
+                self.end(EndCause.FENCED, f"{type(exc).__name__}: this generation is over")
                 return
-            except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
-                self._client.invalidate_coordinator(self.group_id)
-                if time.monotonic() - last_ok > group.session_timeout:
-                    self.end(f"no heartbeat got through for {group.session_timeout}s ({exc})")
+            except ConsumerGroupError as exc:
+                self._notify("on_heartbeat", exc)
+                if not is_transient(exc):
+                    self.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
                     return
-                log.info("group %r: heartbeat failed (%s); retrying", self.group_id, exc)
+                self._client.invalidate_coordinator(self.group_id)
+                if anyio.current_time() - last_ok > group.session_timeout:
+                    silent = f"no heartbeat got through for {group.session_timeout}s"
+                    self.end(EndCause.LOST, silent)
+                    return
+                self.log.info("heartbeat failed (%s); retrying", exc)
                 await anyio.sleep(self._config.metadata.retry.backoff)
+                continue
+            self._notify("on_heartbeat", None)
+            last_ok = self.last_heartbeat = anyio.current_time()
+
+    def _sample_rates(self, now: float) -> None:
+        """Per-claim messages/s from position deltas since the previous heartbeat tick."""
+        for tp, claim in self._claims.items():
+            position = claim._pc.position
+            previous = self._rate_sample.get(tp)
+            if previous is not None and now > previous[0] and position >= previous[1] >= 0:
+                self.rates[tp] = (position - previous[1]) / (now - previous[0])
+            self._rate_sample[tp] = (now, position)
 
     async def _commit_loop(self) -> None:
         interval = self._config.consumer.offsets.auto_commit.interval
@@ -277,9 +501,11 @@ class ConsumerGroupSession:
             if self.done.is_set():
                 return  # the final commit follows in _finish()
             try:
-                await self._offsets.commit()
+                await self.offsets.commit()
+            except RebalanceInProgressError:
+                self.end(EndCause.REBALANCE, "a commit found the group rebalancing")
             except FENCED as exc:
-                self.end(f"commit refused: {type(exc).__name__}")
+                self.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
             except ConsumerGroupError as exc:
                 self._report(ConsumerError(f"auto-commit failed: {exc}", cause=exc))
 
@@ -293,9 +519,7 @@ class ConsumerGroupSession:
             try:
                 await self._client.refresh_metadata(*self._partition_counts)
             except ConsumerGroupError as exc:
-                log.info(
-                    "group %r: partition watch could not refresh metadata: %s", self.group_id, exc
-                )
+                self.log.info("partition watch could not refresh metadata: %s", exc)
                 continue
             for topic, count in self._partition_counts.items():
                 now = len(self._client.cached_partitions(topic) or ())
@@ -303,7 +527,10 @@ class ConsumerGroupSession:
                     # A coordinator answers a follower that rejoins with unchanged metadata
                     # with the old assignment; leaving first forces the rebalance.
                     self.rejoin_fresh = True
-                    self.end(f"topic {topic!r} now has {now} partitions (was {count})")
+                    self.end(
+                        EndCause.PARTITIONS_CHANGED,
+                        f"topic {topic!r} now has {now} partitions (was {count})",
+                    )
                     return
 
 

@@ -83,6 +83,8 @@ class GroupStats:
     commit_failures: int = 0
     #: The event loop's scheduling delay as last measured by the watchdog (s).
     loop_lag: float = 0.0
+    #: Errors ``errors()`` dropped because nobody read them (the buffer holds 1,024).
+    errors_dropped: int = 0
     #: Why the member FAILED (or the last transient error while it retries).
     error: str | None = None
 
@@ -113,6 +115,7 @@ class GroupStats:
             "last_rebalance_duration": self.last_rebalance_duration,
             "commit_failures": self.commit_failures,
             "loop_lag": self.loop_lag,
+            "errors_dropped": self.errors_dropped,
             "error": self.error,
             "partitions": [
                 {

@@ -22,7 +22,7 @@ import pytest
 
 import consumergroup as cg
 from consumergroup.client import Client
-from consumergroup.offsets import OffsetManager
+from consumergroup.group.offsets import OffsetManager
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 

@@ -1,15 +1,17 @@
 """OffsetManager: a group's positions — fetched, marked, committed (sarama's ``offset_manager.go``).
 
-One manager per :class:`~consumergroup.ConsumerGroup`. A session *assigns* its
-claimed partitions (their committed offsets are fetched with OffsetFetch) and
-*releases* them when it ends, after a final commit. In between, the user marks
-offsets (``mark_message``: offset + 1, sarama's semantics) and the manager
-commits whatever changed, every ``auto_commit.interval`` and on demand.
+One manager per session (sarama's ``newOffsetManagerFromClient`` per session):
+it is created with the generation's member id and generation id, which never
+change, *assigns* the session's claimed partitions (their committed offsets are
+fetched with OffsetFetch) and *releases* them when the session ends, after a final
+commit. In between, the user marks offsets (``mark_message``: offset + 1, sarama's
+semantics) and the manager commits whatever changed, every
+``auto_commit.interval`` and on demand.
 
 Commits carry the session's member id and generation, and only ever name
-partitions the member owns right now: a released partition is dropped from the
-manager before the next session's commits, so a stale generation can never
-overwrite another member's progress.
+partitions that session owns: a late mark or commit from an old session goes to
+the old session's manager, whose partitions are released, so it can never move
+a partition the next generation re-assigned.
 
 State ownership: ``_positions`` is mutated by the session's tasks (mark/reset
 from handlers, commit results from the commit path) on one event loop; commits
@@ -20,33 +22,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from .client import retrying
-from .errors import (
-    COORDINATOR_LOST,
-    ConsumerGroupError,
-    IllegalGenerationError,
-    KafkaError,
-    RebalanceInProgressError,
-    UnknownMemberIdError,
-    error_for_code,
-)
-from .net.protocol import OffsetCommitRequest, OffsetFetchRequest
+from ..errors import ConsumerGroupError, KafkaError, error_for_code
+from ..net.protocol import OffsetCommitRequest, OffsetFetchRequest
+from ..retry import COORDINATOR_LOST, retrying
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .config import Config
+    from ..client import Client
+    from ..config import Config
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
-
-#: The member no longer owns its partitions: committing is pointless and unsafe.
-FENCED = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
+#: Receives every OffsetCommit round trip: (latency in seconds, error or None).
+CommitObserver = Callable[[float, BaseException | None], None]
 
 
 @dataclass(slots=True)
@@ -57,17 +51,31 @@ class _Position:
 
 
 class OffsetManager:
-    """Marked and committed offsets of the partitions the member owns right now."""
+    """Marked and committed offsets of the partitions one session owns.
 
-    def __init__(self, client: Client, group: str, config: Config) -> None:
+    ``member_id``/``generation_id`` are the session's and are sent with every commit
+    (the defaults suit a read-only use such as ``fetch_committed``). ``on_commit``
+    sees every OffsetCommit round trip.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        group: str,
+        config: Config,
+        *,
+        member_id: str = "",
+        generation_id: int = -1,
+        on_commit: CommitObserver | None = None,
+    ) -> None:
         self._client = client
         self.group = group
         self._config = config
         self._positions: dict[TopicPartition, _Position] = {}
         self._commit_lock = asyncio.Lock()
-        # Set per session by the group; sent with every commit.
-        self.member_id = ""
-        self.generation_id = -1
+        self.member_id = member_id
+        self.generation_id = generation_id
+        self._on_commit = on_commit
 
     # -------------------------------------------------------------- fetch / assign
 
@@ -187,7 +195,17 @@ class OffsetManager:
                 if first_error is not None:
                     raise first_error
 
-            await self._with_coordinator("OffsetCommit", attempt)
+            started = time.monotonic()
+            try:
+                await self._with_coordinator("OffsetCommit", attempt)
+            except Exception as exc:  # a cancelled commit is no failure of the broker's
+                self._observe(started, exc)
+                raise
+            self._observe(started, None)
+
+    def _observe(self, started: float, error: Exception | None) -> None:
+        if self._on_commit is not None:
+            self._on_commit(time.monotonic() - started, error)
 
     async def _with_coordinator(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run ``attempt``, retrying coordinator moves and transient errors (``offsets.retry``);

@@ -1,0 +1,127 @@
+"""The one retry policy: what counts as transient, how long to wait, how to retry a call.
+
+Every path that decides "try again or give up" asks :func:`is_transient`; every
+loop that waits between attempts uses :class:`Backoff` (or :func:`retrying` for a
+bounded number of quick retries of one request). The table in
+docs/architecture.md ("Retry policy") lists the classes and what each path does.
+
+* **transient** — the same operation may succeed later: broker codes Kafka marks
+  retriable, dropped or refused connections, no broker answering at all
+  (:class:`~consumergroup.errors.NoBrokersAvailableError`), timeouts, and the
+  group-membership answers that only mean "rejoin" (:data:`REJOIN`).
+* **fatal** — retrying cannot help: authorization, invalid configuration, a
+  fenced static member, an assignor no other member shares, a closed object, a
+  handler's own error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .errors import (
+    ConsumerGroupError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    IllegalGenerationError,
+    KafkaConnectionError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+)
+
+if TYPE_CHECKING:
+    from .config import RetryConfig
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Answers that mean the member no longer owns its partitions: committing is pointless
+#: and unsafe, and the member must rejoin (a new generation, or as a new member).
+FENCED: tuple[type[ConsumerGroupError], ...] = (
+    RebalanceInProgressError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+)
+
+#: Answers that end a join attempt but are cured by joining again.
+REJOIN: tuple[type[ConsumerGroupError], ...] = (*FENCED, MemberIdRequiredError)
+
+#: Errors after which a group's coordinator must be looked up again: it moved, is
+#: loading, or the connection to it failed (no broker answering included). All transient.
+COORDINATOR_LOST: tuple[type[ConsumerGroupError], ...] = (
+    NotCoordinatorError,
+    CoordinatorNotAvailableError,
+    CoordinatorLoadInProgressError,
+    KafkaConnectionError,
+    RequestTimedOutError,
+)
+
+#: Upper bound of :class:`Backoff` delays unless the base is larger (seconds).
+BACKOFF_CAP = 10.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when the operation that raised ``exc`` may succeed if tried again later.
+
+    The single definition used by the rebalance loop, heartbeats, commits and
+    request retries: a :class:`~consumergroup.ConsumerGroupError` whose
+    ``retriable`` flag is set (Kafka's retriable codes, connection errors, no
+    broker answering), a :data:`REJOIN` answer, or an OS-level network error /
+    timeout that escaped the connection layer.
+    """
+    if isinstance(exc, ConsumerGroupError):
+        return exc.retriable or isinstance(exc, REJOIN)
+    return isinstance(exc, OSError | TimeoutError)
+
+
+class Backoff:
+    """Exponential backoff with jitter, capped: ``base``, ``2*base``, ... up to ``cap``.
+
+    Each delay is drawn uniformly from ``[d/2, d]`` ("equal jitter"), so members that
+    failed together do not retry in lockstep. :meth:`reset` after a success.
+    """
+
+    def __init__(self, base: float, cap: float = BACKOFF_CAP) -> None:
+        self.base = base
+        self.cap = max(base, cap)
+        self.attempts = 0
+
+    def next(self) -> float:
+        """The delay before the next attempt (and count this attempt)."""
+        delay: float = min(self.cap, self.base * 2.0 ** min(self.attempts, 30))
+        self.attempts += 1
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    def reset(self) -> None:
+        """Start from ``base`` again."""
+        self.attempts = 0
+
+
+async def retrying(
+    what: str,
+    attempt: Callable[[], Awaitable[T]],
+    retry: RetryConfig,
+    before_retry: Callable[[ConsumerGroupError], None] | None = None,
+) -> T:
+    """Run ``attempt``, again up to ``retry.max`` times after ``retry.backoff`` when it
+    raises a retriable :class:`~consumergroup.ConsumerGroupError` (the flag
+    :func:`is_transient` reads; :data:`REJOIN` answers go to the caller, which must
+    rejoin); ``before_retry`` sees each error that is retried. Others raise at once."""
+    for n in range(retry.max + 1):
+        try:
+            return await attempt()
+        except ConsumerGroupError as exc:
+            if not exc.retriable or n == retry.max:  # REJOIN answers are for the caller
+                raise
+            if before_retry is not None:
+                before_retry(exc)
+            log.debug("%s: %s; retrying in %.2fs", what, exc, retry.backoff)
+        await asyncio.sleep(retry.backoff)
+    raise AssertionError("unreachable")
