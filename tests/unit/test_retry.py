@@ -1,0 +1,81 @@
+"""The one retry policy: what is transient, and the backoff between attempts."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumergroup import errors
+from consumergroup.retry import COORDINATOR_LOST, FENCED, Backoff, is_transient
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        # Defect 3: no broker answering used to escape every transient-error path.
+        errors.NoBrokersAvailableError("none of the brokers answered"),
+        errors.KafkaConnectionError("connection to b1:9092 refused"),
+        errors.RequestTimedOutError("Heartbeat"),
+        errors.NotCoordinatorError("JoinGroup"),
+        errors.CoordinatorNotAvailableError("FindCoordinator"),
+        errors.NotLeaderOrFollowerError("ListOffsets t/0"),
+        errors.LeaderNotAvailableError("t/0"),
+        errors.RebalanceInProgressError("JoinGroup"),  # rejoin
+        errors.UnknownMemberIdError("SyncGroup"),  # rejoin as a new member
+        errors.IllegalGenerationError("SyncGroup"),
+        errors.MemberIdRequiredError("JoinGroup"),
+        ConnectionResetError("reset by peer"),
+        TimeoutError(),
+    ],
+)
+def test_transient(exc: BaseException) -> None:
+    assert is_transient(exc)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        errors.GroupAuthorizationFailedError("JoinGroup"),
+        errors.TopicAuthorizationFailedError("Fetch"),
+        errors.SaslAuthenticationFailedError("SASL"),
+        errors.FencedInstanceIdError("JoinGroup"),
+        errors.InconsistentGroupProtocolError("JoinGroup"),
+        errors.InvalidSessionTimeoutError("JoinGroup"),
+        errors.ConfigurationError("bad"),
+        errors.ClosedError("closed"),
+        errors.ConsumerError("handler failed", cause=RuntimeError("boom")),
+        RuntimeError("a bug"),
+    ],
+)
+def test_fatal(exc: BaseException) -> None:
+    assert not is_transient(exc)
+
+
+def test_a_consumer_error_follows_its_cause() -> None:
+    assert is_transient(errors.ConsumerError("fetch", cause=errors.KafkaConnectionError("x")))
+
+
+def test_no_brokers_is_a_connection_error() -> None:
+    """So every ``except KafkaConnectionError`` (and COORDINATOR_LOST) covers it."""
+    assert issubclass(errors.NoBrokersAvailableError, errors.KafkaConnectionError)
+    assert isinstance(errors.NoBrokersAvailableError("x"), COORDINATOR_LOST)
+    assert not isinstance(errors.NoBrokersAvailableError("x"), FENCED)
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
+    backoff = Backoff(0.5, cap=4.0)
+    delays = [backoff.next() for _ in range(8)]
+    nominal = [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0]
+    for delay, d in zip(delays, nominal, strict=True):
+        assert d / 2 <= delay <= d
+    backoff.reset()
+    assert backoff.next() <= 0.5
+
+
+def test_backoff_cap_never_below_base() -> None:
+    backoff = Backoff(20.0, cap=10.0)
+    assert all(10.0 <= backoff.next() <= 20.0 for _ in range(5))
+
+
+def test_backoff_jitter_spreads_members() -> None:
+    """Members that failed together must not retry in lockstep."""
+    assert len({round(Backoff(1.0).next(), 6) for _ in range(20)}) > 1
