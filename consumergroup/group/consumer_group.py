@@ -341,6 +341,7 @@ class ConsumerGroup(AsyncResource):
     ) -> EndCause:
         """STABLE for the session's life, then REBALANCING; raises its fatal error."""
         self._session = session
+        self._error = None  # joined: the last transient error is over
         self._set_state(GroupState.STABLE)
         if self._rebalance_started is not None:
             self._last_rebalance = anyio.current_time() - self._rebalance_started
@@ -445,6 +446,7 @@ class ConsumerGroup(AsyncResource):
             on_error=self._push_error,
             notify=self._notify,
             hooks=self._hooks,
+            on_end=lambda cause: self._set_state(GroupState.REBALANCING),
         )
         if unknown:
             session.end(

@@ -121,6 +121,7 @@ class ConsumerGroupSession:
         on_error: ErrorSink,
         notify: Notify,
         hooks: dict[str, HookFn],
+        on_end: Callable[[EndCause], None],
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -138,6 +139,7 @@ class ConsumerGroupSession:
         self._on_error = on_error
         self._notify = notify
         self._hooks = hooks
+        self._on_end = on_end
         self.log = GroupLogger(_log, group_id, lambda: self.member_id)
         # Why the session ended (None: still running); a fatal error ends run().
         self.end_cause: EndCause | None = None
@@ -207,6 +209,7 @@ class ConsumerGroupSession:
         self.done.set()
         for claim in self._claims.values():
             claim._pc.stop()
+        self._on_end(cause)
 
     def close_by(self, deadline: float) -> None:
         """End for ``close()``, with every teardown step done by ``deadline`` (anyio clock)."""
