@@ -12,12 +12,28 @@ if TYPE_CHECKING:
 
 
 class ConsumerGroupHandler(abc.ABC):
-    """Callbacks for one member's sessions.
+    """Callbacks for one member's sessions (every method must be ``async def``; a plain
+    ``def`` is rejected when ``run()``/``consume()`` starts).
 
-    Per session: :meth:`setup` once, then :meth:`consume_claim` concurrently in
-    one task per claimed partition, then :meth:`cleanup` once after every claim
-    has returned (or was cancelled after ``rebalance.timeout``), then the final
-    commit of marked offsets.
+    Order per session:
+
+    1. :meth:`on_assigned` (heartbeats already run, so slow hooks do not get the
+       member evicted), then :meth:`setup`;
+    2. :meth:`consume_claim` concurrently, one task per claimed partition, until the
+       session ends (a rebalance, ``close()``, a lost or fenced membership);
+    3. the claims drain: their iterators end; a handler still running when its share
+       of ``rebalance.timeout`` is spent is cancelled;
+    4. :meth:`on_revoked` (graceful end) or :meth:`on_lost` (lost or fenced);
+    5. :meth:`cleanup`;
+    6. the final commit of marked offsets (skipped after :meth:`on_lost`).
+
+    A ``consume_claim`` that returns, or raises with ``consumer.return_errors`` on,
+    while its session still runs is started again after a backoff, with a new claim
+    from the partition's last marked offset. Raising with ``return_errors`` off ends
+    the session and ``run()``. ``on_assigned``/``setup`` raising ends the session like
+    a handler error; errors in the later hooks are reported and the teardown goes on.
+    ``ConsumerGroup(..., on_assigned=, on_revoked=, on_lost=)`` callables run right
+    after the methods of the same name. Partitions are ``(topic, partition)`` tuples.
     """
 
     async def setup(self, session: ConsumerGroupSession) -> None:  # noqa: B027 - optional hook
@@ -46,6 +62,7 @@ class ConsumerGroupHandler(abc.ABC):
         """Process one claimed partition: ``async for msg in claim.messages(): ...``.
 
         The iterator ends when the session ends (a rebalance, ``close()``).
-        Return promptly then: after ``rebalance.timeout`` the task is cancelled.
+        Return promptly then: once its share of ``rebalance.timeout`` is spent the
+        task is cancelled. Returning earlier restarts the claim (see the class).
         Mark what you have processed with ``session.mark_message(msg)``.
         """
