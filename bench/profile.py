@@ -77,9 +77,9 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
     from consumergroup.consumer.partition import PartitionConsumer
     from consumergroup.consumer.records import decode_records
     from consumergroup.group.membership import Generation
+    from consumergroup.group.offsets import OffsetManager
     from consumergroup.group.session import ConsumerGroupSession
     from consumergroup.message import ConsumerMessage
-    from consumergroup.group.offsets import OffsetManager
 
     sets = build_record_sets(records)
     n = records

@@ -24,11 +24,10 @@ from typing import TypeVar
 
 from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment
-from .client import Client, retrying
+from .client import Client
 from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from .consumer.positions import list_offsets, resolve_offsets
 from .errors import (
-    COORDINATOR_LOST,
     ConsumerGroupError,
     NonEmptyGroupError,
     raise_for_code,
@@ -40,6 +39,7 @@ from .net.protocol import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from .retry import COORDINATOR_LOST, retrying
 
 __all__ = ["ClusterAdmin", "GroupDescription", "GroupMember", "TopicInfo"]
 

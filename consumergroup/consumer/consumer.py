@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from .._lifecycle import AsyncResource
 from ..client import Client
@@ -95,13 +95,14 @@ class Consumer(AsyncResource):
         return consumers[(topic, partition)]
 
     async def consume_partitions(
-        self, wanted: Mapping[TopicPartition, int]
+        self, wanted: Mapping[TopicPartition, int], paused: Collection[TopicPartition] = ()
     ) -> dict[TopicPartition, PartitionConsumer]:
         """Start many partitions at once (offsets resolved in one request per leader).
 
         An explicit offset outside the log follows ``consumer.offsets.reset``; under
         ``"error"`` its PartitionConsumer is returned already failed, so its
-        iterators raise :class:`~consumergroup.ConsumerError`.
+        iterators raise :class:`~consumergroup.ConsumerError`. Partitions in
+        ``paused`` start paused: not one fetch is sent for them before ``resume()``.
         """
         self._check_new(wanted)
         for topic in {topic for topic, _ in wanted}:
@@ -129,6 +130,9 @@ class Consumer(AsyncResource):
             out[(topic, partition)] = pc
         for tp, error in failed.items():
             out[tp]._fail(error)
+        for tp in paused:
+            if tp in out:
+                out[tp].pause()  # before routing: a fetch task may run as soon as we yield
         self._ensure_rerouter()
         # Whatever cannot be routed now goes to the re-routing task, never back to the
         # caller half-registered; cancelled meanwhile, the partitions are let go.

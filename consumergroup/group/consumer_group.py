@@ -419,7 +419,7 @@ class ConsumerGroup(AsyncResource):
             for tp in unknown:
                 del wanted[tp]
         try:
-            pcs = await self._consumer.consume_partitions(wanted)
+            pcs = await self._consumer.consume_partitions(wanted, paused=self._paused)
         except BaseException:
             for pc in self._consumer.consuming():
                 if (pc.topic, pc.partition) in wanted:
@@ -428,7 +428,7 @@ class ConsumerGroup(AsyncResource):
         claims: dict[TopicPartition, ConsumerGroupClaim] = {}
         start: dict[TopicPartition, int] = {}
         for tp, pc in pcs.items():
-            if tp in self._paused:
+            if tp in self._paused:  # paused by the user while the consumers started
                 pc.pause()
             claims[tp] = ConsumerGroupClaim(pc, pc.next_offset)
             start[tp] = pc.next_offset

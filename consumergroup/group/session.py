@@ -406,13 +406,13 @@ class ConsumerGroupSession:
             if self.done.is_set():
                 return None
             try:
-                pcs = await self._consumer.consume_partitions({tp: self.offsets.marked(*tp)})
+                pcs = await self._consumer.consume_partitions(
+                    {tp: self.offsets.marked(*tp)}, paused=[tp] if claim._pc.paused else ()
+                )
             except ConsumerGroupError as exc:
                 what = f"could not be restarted ({exc})"
                 continue
             pc = pcs[tp]
-            if claim._pc.paused:
-                pc.pause()
             if self.done.is_set():  # the session ended during the restart
                 pc.stop()
                 return None

@@ -75,6 +75,15 @@ class States(cg.GroupObserver):
         self.heartbeats.append(error)
 
 
+async def two_partitions_with(
+    bootstrap: str, new_topic: TopicFactory, count: int
+) -> tuple[str, str]:
+    """A fresh 2-partition topic holding ``count`` messages, and a fresh group id."""
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [str(i).encode() for i in range(count)])
+    return topic, unique()
+
+
 async def test_close_during_the_join_wins_and_no_handler_runs(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
@@ -183,9 +192,7 @@ async def test_a_late_mark_from_an_old_session_is_ignored(
 ) -> None:
     """Defect 11: one OffsetManager shared across sessions let a late mark from the old
     session move the commit of a partition re-assigned in the new one."""
-    topic = await new_topic(partitions=2)
-    group = unique()
-    await produce(bootstrap, topic, [str(i).encode() for i in range(20)])
+    topic, group = await two_partitions_with(bootstrap, new_topic, 20)
     a, b = Hooked("a"), Hooked("b")
     async with running_member(bootstrap, group, [topic], a):
         await wait_for(lambda: len(a.seen) == 20, 30, "a to read everything")
@@ -203,10 +210,8 @@ async def test_a_late_mark_from_an_old_session_is_ignored(
 async def test_hooks_states_and_observer_across_a_rebalance(
     bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    topic = await new_topic(partitions=2)
-    group = unique()
+    topic, group = await two_partitions_with(bootstrap, new_topic, 20)
     caplog.set_level(logging.INFO, logger="consumergroup.group")
-    await produce(bootstrap, topic, [str(i).encode() for i in range(20)])
     a, b = Hooked("a"), Hooked("b")
     extra: list[tuple[str, list[TopicPartition]]] = []
 
@@ -300,9 +305,7 @@ async def test_heartbeats_run_during_a_slow_setup(bootstrap: str, new_topic: Top
     """Defect 10: heartbeats started only after setup(), so a setup longer than the session
     timeout got the member evicted (seen when another member's heartbeat makes the
     coordinator check its members) and the group rebalanced again."""
-    topic = await new_topic(partitions=2)
-    group = unique()
-    await produce(bootstrap, topic, [str(i).encode() for i in range(10)])
+    topic, group = await two_partitions_with(bootstrap, new_topic, 10)
     first, slow = Recorder("first"), SlowSetup("slow")
     async with running_member(bootstrap, group, [topic], first):
         await wait_for(lambda: len(first.seen) == 10, 30, "the first member's messages")
