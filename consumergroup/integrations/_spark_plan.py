@@ -24,7 +24,7 @@ from ..client import Client
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
 from ..consumer.positions import list_offsets, resolve_offsets
 from ..errors import ConsumerError, UnknownTopicOrPartitionError
-from ..offsets import OffsetManager
+from ..group.offsets import OffsetManager
 from ._spark_options import EARLIEST, LATEST, SourceOptions, TopicPartition, log
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from pyspark.sql.streaming import DataStreamReader, StreamingQuery
 import consumergroup.integrations.spark as cgspark
 from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
-from consumergroup.offsets import OffsetManager
+from consumergroup.group.offsets import OffsetManager
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.integration import spark_query_process
