@@ -157,7 +157,7 @@ async def parent(args: argparse.Namespace) -> None:
     async with EmbeddedBroker() as broker:
         topic = "bench-metrics"
         await broker.create_topic(topic, PARTITIONS)
-        await produce(broker.bootstrap, topic, args.records, 100)
+        await produce(broker.bootstrap, topic, args.records, 100, PARTITIONS)
         for rep in range(args.reps):
             for variant in variants:
                 cmd = [sys.executable, __file__, "--child", broker.bootstrap, topic]

@@ -11,8 +11,9 @@ Two sources, so the hot path pays nothing beyond a counter per record set:
 * events (a :class:`~consumergroup.GroupObserver` the group calls): rebalances and
   their duration, commit latency and failures, heartbeat failures, fetch latency;
 * a collector that reads ``group.stats()`` when Prometheus scrapes (no broker round
-  trip): state, claims, per-partition lag, position, committed offset, high
-  watermark, records and bytes consumed, event-loop lag, last heartbeat age.
+  trip): state, rebalances, claims, per-partition lag, position, committed offset,
+  high watermark, records and bytes consumed, event-loop lag, last heartbeat age,
+  errors dropped.
 
 Scrapes call ``group.stats()``, which reads the event loop's state: serve them from
 the loop (the FastAPI and aiohttp integrations' ``GET /metrics`` do). Names follow
@@ -63,6 +64,7 @@ METRIC_NAMES: dict[str, str] = {
     "consumergroup_fetch_latency_seconds": "Fetch round trips (long polls included)",
     "consumergroup_state": "The member's state (1 for the current one)",
     "consumergroup_rebalances": "Rebalances this member went through",
+    "consumergroup_errors_dropped": "Errors errors() dropped because nobody read them",
     "consumergroup_assigned_partitions": "Partitions the member claims now",
     "consumergroup_event_loop_lag_seconds": "Event-loop scheduling delay seen by the member",
     "consumergroup_last_heartbeat_age_seconds": "Seconds since the last successful heartbeat",
@@ -192,6 +194,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
 
     state = gauge("consumergroup_state", ("group", "state"))
     rebalances = counter("consumergroup_rebalances", _GROUP)
+    errors_dropped = counter("consumergroup_errors_dropped", _GROUP)
     assigned = gauge("consumergroup_assigned_partitions", _GROUP)
     loop_lag = gauge("consumergroup_event_loop_lag_seconds", _GROUP)
     heartbeat_age = gauge("consumergroup_last_heartbeat_age_seconds", _GROUP)
@@ -206,6 +209,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
         for s in GroupState:
             state.add_metric([*g, s.value], 1.0 if s is stats.state else 0.0)
         rebalances.add_metric(g, stats.rebalances)
+        errors_dropped.add_metric(g, stats.errors_dropped)
         assigned.add_metric(g, len(stats.partitions))
         loop_lag.add_metric(g, stats.loop_lag)
         if stats.last_heartbeat_age is not None:
@@ -218,5 +222,5 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
             high_watermark.add_metric(labels, p.high_water_mark)
             records.add_metric(labels, p.records_consumed)
             nbytes.add_metric(labels, p.bytes_consumed)
-    yield from (state, rebalances, assigned, loop_lag, heartbeat_age)
+    yield from (state, rebalances, errors_dropped, assigned, loop_lag, heartbeat_age)
     yield from (lag, position, committed, high_watermark, records, nbytes)

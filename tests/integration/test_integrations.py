@@ -167,6 +167,15 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
             assert sum(samples(text, "consumergroup_bytes_consumed_total").values()) == (
                 fetches.nbytes
             )
+            # The group's events reached the exporter: the join, auto-commits, heartbeats.
+            g = (("group", group.group_id),)
+            assert samples(text, "consumergroup_rebalance_duration_seconds_count")[g] == 1
+            assert samples(text, "consumergroup_last_heartbeat_age_seconds")[g] < 6.0
+            while sum(samples(text, "consumergroup_committed_offset").values()) != 20:
+                assert time.monotonic() < deadline, text  # auto-commit every 0.2 s
+                await asyncio.sleep(0.1)
+                text = (await client.get("/metrics")).text
+            assert samples(text, "consumergroup_commit_latency_seconds_count")[g] >= 1
 
         after = await client.get("/health/ready")
         assert after.status_code == 503 and after.json()["groups"][0]["state"] == "closed"
