@@ -115,18 +115,32 @@ def leaf_error(exc: BaseException) -> BaseException:
 def run_command(coro_factory: Callable[[], Awaitable[int]]) -> int:
     """Run the command's coroutine and map what ends it to one stderr line and an exit code.
 
-    :class:`CliError` carries its own code; any other
+    SIGINT/SIGTERM before the command routes them itself (connecting, checking
+    topics) end it at once, exit 0. :class:`CliError` carries its own code; any other
     :class:`~consumergroup.errors.ConsumerGroupError` is a runtime failure (1); anything
     else is reported as an internal error (1). The traceback is printed only with ``-v``.
     """
     verbose = _verbosity()
+    stopped: list[str] = []
 
     async def wrapper() -> int:
-        return await coro_factory()
+        main = asyncio.current_task()
+        assert main is not None
+
+        def stop(name: str) -> None:  # nothing started yet (or left): just end, cleanly
+            if not stopped:
+                stopped.append(name)
+                main.cancel()
+
+        with signals(stop):  # until the command routes the signals itself
+            return await coro_factory()
 
     try:
         return asyncio.run(wrapper())
     except (KeyboardInterrupt, asyncio.CancelledError):
+        if stopped:
+            status(f"{stopped[0]}: stopped")
+            return EXIT_OK
         click.echo("consumergroup: interrupted", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:
@@ -144,9 +158,14 @@ def run_command(coro_factory: Callable[[], Awaitable[int]]) -> int:
         return EXIT_FAILURE
 
 
+#: The handlers of the ``signals()`` blocks in force, innermost last.
+_HANDLERS: list[Callable[[str], None]] = []
+
+
 @contextlib.contextmanager
 def signals(on_signal: Callable[[str], None]) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``on_signal(name)`` while the block runs (POSIX loops)."""
+    """Route SIGINT/SIGTERM to ``on_signal(name)`` while the block runs (POSIX loops);
+    the enclosing block's handler is back in force after it."""
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -155,11 +174,16 @@ def signals(on_signal: Callable[[str], None]) -> Iterator[None]:
             installed.append(sig)
         except (NotImplementedError, RuntimeError):  # Windows, or not the main thread
             pass
+    _HANDLERS.append(on_signal)
     try:
         yield
     finally:
+        _HANDLERS.pop()
         for sig in installed:
-            loop.remove_signal_handler(sig)
+            if _HANDLERS:
+                loop.add_signal_handler(sig, _HANDLERS[-1], sig.name)
+            else:
+                loop.remove_signal_handler(sig)
 
 
 class Stopper:

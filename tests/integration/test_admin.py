@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import struct
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -29,7 +30,7 @@ from consumergroup.errors import NonEmptyGroupError
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import KafkaFrameProxy, ProxyLink, produce
-from tests.integration.cli_support import FAST, Result, run_cli
+from tests.integration.cli_support import FAST, Result, kill_tree, run_cli, spawn
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
 pytestmark = pytest.mark.slow
@@ -385,3 +386,32 @@ async def test_command_config_file_and_env_give_the_connection(
     refused = await run_cli("topics", "--command-config", str(bad), timeout=30)
     assert refused.code == 2
     assert "security.protocol 'SASL_SMOKE' is not one of" in one_line_error(refused)
+
+
+async def test_a_signal_while_connecting_stops_at_once_with_exit_0() -> None:
+    # A listener that accepts and never answers: the command waits in its first request.
+    connected = asyncio.Event()
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        await reader.read()  # until the command goes away
+        writer.close()
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        proc = await spawn("groups", "-b", f"127.0.0.1:{port}", "--connect-timeout", "60")
+        try:
+            async with asyncio.timeout(30):
+                await connected.wait()
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(5):
+                _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                kill_tree(proc)
+                await proc.wait()
+    finally:
+        server.close()
+    assert proc.returncode == 0, err.decode()
+    assert err.decode().strip() == "consumergroup: SIGTERM: stopped"
