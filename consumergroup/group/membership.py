@@ -28,7 +28,7 @@ from ..errors import (
     error_for_code,
 )
 from ..net.protocol import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
-from ..retry import COORDINATOR_LOST
+from ..retry import COORDINATOR_LOST, Backoff
 from .logs import GroupLogger
 
 if TYPE_CHECKING:
@@ -92,10 +92,12 @@ class Membership:
         Retry table (sarama ``newSession``): MEMBER_ID_REQUIRED -> rejoin at once
         with the id the broker gave; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION ->
         reset the member id and rejoin at once; NOT_COORDINATOR /
-        COORDINATOR_NOT_AVAILABLE -> find the coordinator again, back off, retry;
-        REBALANCE_IN_PROGRESS -> back off, retry; anything else raises.
+        COORDINATOR_NOT_AVAILABLE -> find the coordinator again, back off (jittered),
+        retry; REBALANCE_IN_PROGRESS -> join the new round at once; anything else
+        raises, and the group's rebalance loop decides (:func:`~consumergroup.retry.is_transient`).
         """
         retry = self._config.consumer.group.rebalance.retry
+        backoff = Backoff(retry.backoff, cap=retry.backoff)  # jitter only: no lockstep
         backoffs = 0
         while True:
             try:
@@ -109,8 +111,11 @@ class Membership:
             except COORDINATOR_LOST as exc:  # find it again, back off, retry
                 self._client.invalidate_coordinator(self.group)
                 error: ConsumerGroupError = exc
+                delay = backoff.next()
             except RebalanceInProgressError as exc:
-                error = exc
+                # Another member joined after this round closed: join the new round now
+                # (as Java's client does), while it is open, not after a backoff.
+                error, delay = exc, 0.0
             backoffs += 1
             if backoffs > retry.max:
                 raise error
@@ -119,9 +124,9 @@ class Membership:
                 type(error).__name__,
                 backoffs,
                 retry.max,
-                retry.backoff,
+                delay,
             )
-            await asyncio.sleep(retry.backoff)
+            await asyncio.sleep(delay)
 
     async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
         group_cfg = self._config.consumer.group
