@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import inspect
 import logging
 import math
@@ -119,6 +120,7 @@ class ConsumerGroup(AsyncResource):
         self._started = False
         self._closing = False
         self._close_deadline = math.inf
+        self._leave_on_close = True  # decided by close(), see its leave_group
         self._closed = False
         self._closed_event = asyncio.Event()
         self._shutting_down = False
@@ -398,8 +400,40 @@ class ConsumerGroup(AsyncResource):
             self.config,
             member_id=generation.member_id,
             generation_id=generation.generation_id,
+            instance_id=self._membership.instance_id,
             on_commit=self._on_commit,
         )
+        claims, unknown = await self._open_claims(offsets, topics, assigned)
+        session = ConsumerGroupSession(
+            group_id=self.group_id,
+            generation=generation,
+            claims=claims,
+            partition_counts=counts,
+            client=self._client,
+            consumer=self._consumer,
+            membership=self._membership,
+            offsets=offsets,
+            config=self.config,
+            on_error=self._push_error,
+            notify=self._notify,
+            hooks=self._hooks,
+            on_end=lambda cause: self._set_state(GroupState.REBALANCING),
+            open_claims=functools.partial(self._open_claims, offsets, topics),
+            rebalancing=self._cooperative_rebalance,
+        )
+        if unknown:
+            session.end(
+                EndCause.PARTITIONS_CHANGED,
+                f"assigned partitions {unknown} are not in this member's metadata yet",
+            )
+        return session
+
+    async def _open_claims(
+        self, offsets: OffsetManager, topics: list[str], assigned: list[TopicPartition]
+    ) -> tuple[dict[TopicPartition, ConsumerGroupClaim], list[TopicPartition]]:
+        """Claims for ``assigned`` from their committed offsets (``offsets.initial`` where
+        none), registered with ``offsets``; also the partitions left out because this
+        member's metadata does not show them yet."""
         committed = await offsets.fetch_committed(assigned)
         initial = self.config.consumer.offsets.initial
         wanted = {
@@ -433,27 +467,20 @@ class ConsumerGroup(AsyncResource):
             claims[tp] = ConsumerGroupClaim(pc, pc.next_offset)
             start[tp] = pc.next_offset
         offsets.assign(committed, start)
-        session = ConsumerGroupSession(
-            group_id=self.group_id,
-            generation=generation,
-            claims=claims,
-            partition_counts=counts,
-            client=self._client,
-            consumer=self._consumer,
-            membership=self._membership,
-            offsets=offsets,
-            config=self.config,
-            on_error=self._push_error,
-            notify=self._notify,
-            hooks=self._hooks,
-            on_end=lambda cause: self._set_state(GroupState.REBALANCING),
-        )
-        if unknown:
-            session.end(
-                EndCause.PARTITIONS_CHANGED,
-                f"assigned partitions {unknown} are not in this member's metadata yet",
-            )
-        return session
+        return claims, unknown
+
+    def _cooperative_rebalance(self, started: bool) -> None:
+        """A cooperative session rejoins (REBALANCING) or applied the new generation (STABLE);
+        its claims run throughout."""
+        if started:
+            self._rebalance_started = anyio.current_time()
+            self._set_state(GroupState.REBALANCING)
+            return
+        self._rebalances += 1
+        self._set_state(GroupState.STABLE)
+        if self._rebalance_started is not None:
+            self._last_rebalance = anyio.current_time() - self._rebalance_started
+            self._notify("on_rebalance", self._last_rebalance)
 
     def _on_commit(self, latency: float, error: BaseException | None) -> None:
         if error is not None:
@@ -553,8 +580,14 @@ class ConsumerGroup(AsyncResource):
     def _default_close_timeout(self) -> float:
         return self.config.consumer.group.rebalance.timeout + self.config.net.read_timeout
 
-    async def close(self, timeout: float | None = None) -> None:
+    async def close(self, timeout: float | None = None, *, leave_group: bool | None = None) -> None:
         """End the session (final commit), leave the group and stop every task. Idempotent.
+
+        ``leave_group``: send LeaveGroup so the others rebalance at once. By default a
+        dynamic member does and a static member (``consumer.group.instance_id``) does not
+        (sarama's rule, KIP-345): restarted within the session timeout it gets its
+        partitions back and nobody else rebalances. ``close(leave_group=True)`` makes a
+        static member leave for good.
 
         Returns within ``timeout`` seconds (default ``rebalance.timeout +
         net.read_timeout``), even against a broker that does not answer: the drain,
@@ -572,6 +605,9 @@ class ConsumerGroup(AsyncResource):
         deadline = anyio.current_time() + bound
         if not self._closing:
             self._closing = True
+            self._leave_on_close = (
+                leave_group if leave_group is not None else self._membership.instance_id is None
+            )
             self._close_deadline = deadline
             self._set_state(GroupState.CLOSING)
             self._interrupt()
@@ -607,7 +643,7 @@ class ConsumerGroup(AsyncResource):
             return
         self._shutting_down = True
         try:
-            if self._started:
+            if self._started and self._leave_on_close:
                 await self._leave(self._close_deadline)
         finally:
             await self._consumer.close()

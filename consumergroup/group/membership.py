@@ -50,6 +50,8 @@ class Generation:
     assignment: dict[str, list[int]]
     user_data: bytes | None = None
     members: dict[str, MemberSubscription] = field(default_factory=dict)  # leader only
+    #: KIP-429: this member keeps the claims the assignment keeps (see Membership.cooperative).
+    cooperative: bool = False
 
     @property
     def is_leader(self) -> bool:
@@ -68,15 +70,36 @@ class Membership:
         self.member_id = ""
         self.generation_id = -1
         self.instance_id = config.consumer.group.instance_id
+        # The last assignment received: the history sticky assignors publish in user data.
+        self.assignment: dict[str, list[int]] = {}
         self.log = GroupLogger(_log, group, lambda: self.member_id)
 
     def _strategies(self) -> list[BalanceStrategy]:
         return list(self._config.consumer.group.rebalance.strategies)
 
+    @property
+    def cooperative(self) -> bool:
+        """True when every configured strategy is cooperative (Java's rule, KIP-429).
+
+        One eager strategy in the list makes this member eager: it revokes everything
+        before each join, whatever the group chooses, so a rolling upgrade from
+        ``[range]`` through ``[cooperative-sticky, range]`` to ``[cooperative-sticky]``
+        never has a partition owned twice.
+        """
+        return all(s.rebalance_protocol == "cooperative" for s in self._strategies())
+
     def reset(self) -> None:
         """Forget the member id (after UNKNOWN_MEMBER_ID): the next join starts fresh."""
         self.member_id = ""
         self.generation_id = -1
+        self.assignment = {}
+
+    def _fenced(self, where: str) -> FencedInstanceIdError:
+        return FencedInstanceIdError(
+            f"group {self.group!r}: {where}: another member joined with group_instance_id "
+            f"{self.instance_id!r} and fenced this one; it stops (not retried). Give every "
+            "member its own consumer.group.instance_id"
+        )
 
     async def _coordinator_send(self, request: Any, timeout: float | None = None) -> Any:
         conn = await self._client.coordinator(self.group)
@@ -88,6 +111,10 @@ class Membership:
 
     async def join(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
         """JoinGroup + SyncGroup until this member holds an assignment for a generation.
+
+        ``owned``: the partitions this member still holds (a cooperative member's kept
+        claims; empty for an eager member, which revoked everything first). The
+        subscription is ConsumerProtocol v3: owned partitions, generation, no rack.
 
         Retry table (sarama ``newSession``): MEMBER_ID_REQUIRED -> rejoin at once
         with the id the broker gave; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION ->
@@ -132,7 +159,9 @@ class Membership:
         group_cfg = self._config.consumer.group
         protocols = []
         for strategy in self._strategies():
-            user_data = strategy.subscription_user_data(list(topics), owned, self.generation_id)
+            user_data = strategy.subscription_user_data(
+                list(topics), self.assignment, self.generation_id
+            )
             if user_data is None and group_cfg.member.user_data:
                 user_data = group_cfg.member.user_data
             meta = MemberSubscription(
@@ -140,6 +169,7 @@ class Membership:
                 user_data=user_data,
                 owned_partitions=owned,
                 generation_id=self.generation_id,
+                version=3,
             )
             protocols.append((strategy.name, meta.encode()))
         request = JoinGroupRequest(
@@ -168,9 +198,7 @@ class Membership:
                 "configure consumer.group.rebalance.strategies to include one the others use"
             )
         if code == FencedInstanceIdError.errno:
-            raise FencedInstanceIdError(
-                f"group {self.group!r}: another member uses group_instance_id {self.instance_id!r}"
-            )
+            raise self._fenced("JoinGroup")
         if code:
             raise error_for_code(code)(f"JoinGroup {self.group!r}")
         self.member_id = resp["member_id"]
@@ -195,17 +223,21 @@ class Membership:
                 sync, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout
             )
         ).to_object()
+        if sync_resp["error_code"] == FencedInstanceIdError.errno:
+            raise self._fenced("SyncGroup")
         if sync_resp["error_code"]:
             raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
         assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
+        self.assignment = {t: sorted(p) for t, p in assignment.topics.items()}
         return Generation(
             self.generation_id,
             self.member_id,
             resp["leader_id"],
             protocol,
-            {t: sorted(p) for t, p in assignment.topics.items()},
+            dict(self.assignment),
             assignment.user_data,
             members,
+            cooperative=self.cooperative,
         )
 
     async def _plan(
@@ -235,8 +267,11 @@ class Membership:
         """One Heartbeat; raises the broker's error (REBALANCE_IN_PROGRESS ends the session)."""
         timeout = min(self._config.net.read_timeout, self._config.consumer.group.session_timeout)
         resp = await self._coordinator_send(
-            HeartbeatRequest(self.group, self.generation_id, self.member_id), timeout=timeout
+            HeartbeatRequest(self.group, self.generation_id, self.member_id, self.instance_id),
+            timeout=timeout,
         )
+        if resp.error_code == FencedInstanceIdError.errno:
+            raise self._fenced("Heartbeat")
         if resp.error_code:
             raise error_for_code(resp.error_code)(f"Heartbeat {self.group!r}")
 
@@ -244,7 +279,9 @@ class Membership:
         """LeaveGroup, so the others rebalance now rather than after the session timeout."""
         if not self.member_id:
             return
-        resp = await self._coordinator_send(LeaveGroupRequest(self.group, self.member_id))
+        resp = await self._coordinator_send(
+            LeaveGroupRequest(self.group, self.member_id, self.instance_id)
+        )
         code = getattr(resp, "error_code", 0)
         if code and code != UnknownMemberIdError.errno:
             self.log.info("LeaveGroup answered %s", error_for_code(code).__name__)

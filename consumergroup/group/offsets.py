@@ -66,6 +66,7 @@ class OffsetManager:
         *,
         member_id: str = "",
         generation_id: int = -1,
+        instance_id: str | None = None,
         on_commit: CommitObserver | None = None,
     ) -> None:
         self._client = client
@@ -75,6 +76,7 @@ class OffsetManager:
         self._commit_lock = asyncio.Lock()
         self.member_id = member_id
         self.generation_id = generation_id
+        self.instance_id = instance_id
         self._on_commit = on_commit
 
     # -------------------------------------------------------------- fetch / assign
@@ -177,6 +179,7 @@ class OffsetManager:
                 self.member_id,
                 int(retention * 1000) if retention > 0 else -1,
                 list(by_topic.items()),
+                self.instance_id,
             )
 
             async def attempt() -> None:

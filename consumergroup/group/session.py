@@ -22,9 +22,14 @@ handlers drain until ``2 * reserve`` before its end, hooks and cleanup until
 ``reserve`` before it, and the final commit gets the last ``reserve``
 (``reserve = min(net.read_timeout, window / 4)``).
 
-Claims are owned by the session's registry and revoked one by one
-(:meth:`_revoke`), so a cooperative protocol can keep the claims a rebalance
-does not revoke: a change of policy, not of structure.
+Cooperative members (KIP-429, every configured strategy cooperative): a
+rebalance does not end the session. The heartbeat's REBALANCE_IN_PROGRESS wakes
+:meth:`_cooperative_loop`, which rejoins while every claim keeps running, then
+ends only the revoked claims (drain, ``on_revoked``, commit, release), starts the
+added ones, calls ``on_assigned`` with them, and rejoins once more if it revoked
+anything. One session then spans several generations: ``generation_id`` is the
+current one, ``claims`` the current claims, and marks of kept partitions carry
+over (see docs/architecture.md, "Cooperative rebalancing").
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import enum
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -69,6 +74,11 @@ ErrorSink = Callable[[ConsumerError], None]
 HookFn = Callable[..., Awaitable[None] | None]
 #: (event name, *args) -> the group's observers.
 Notify = Callable[..., None]
+#: Starts fetching newly assigned partitions: (claims, partitions not in metadata yet).
+OpenClaims = Callable[
+    [list[TopicPartition]],
+    Awaitable[tuple[dict[TopicPartition, ConsumerGroupClaim], list[TopicPartition]]],
+]
 
 
 class EndCause(enum.Enum):
@@ -122,6 +132,8 @@ class ConsumerGroupSession:
         notify: Notify,
         hooks: dict[str, HookFn],
         on_end: Callable[[EndCause], None],
+        open_claims: OpenClaims | None = None,
+        rebalancing: Callable[[bool], None] | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -150,6 +162,18 @@ class ConsumerGroupSession:
         # Handlers still running; _claims_done is set when it drops to zero.
         self._running_claims = 0
         self._claims_done = anyio.Event()
+        # --- cooperative rebalancing (see the module docstring) ---
+        self.cooperative = generation.cooperative
+        self._open_claims = open_claims
+        # Told True when a cooperative rebalance starts, False when it is applied.
+        self._rebalancing = rebalancing
+        self._rejoin = anyio.Event()  # set: rejoin while the claims keep running
+        self._joining = False  # a cooperative JoinGroup/SyncGroup is in flight
+        self._revoking: set[TopicPartition] = set()
+        # Per claim task: its cancel scope and an event set when it has ended.
+        self._claim_tasks: dict[TopicPartition, tuple[anyio.CancelScope, anyio.Event]] = {}
+        self._claim_group: anyio.abc.TaskGroup | None = None
+        self._handler: ConsumerGroupHandler | None = None  # set by run()
         # Teardown deadlines (anyio clock): the rebalance window from end(), and the
         # bound close() sets; _step is the running teardown step's scope and slack.
         self._ended_at: float | None = None
@@ -243,6 +267,9 @@ class ConsumerGroupSession:
         try:
             async with anyio.create_task_group() as background:
                 background.start_soon(self._guard, self._heartbeat_loop)
+                if self.cooperative:
+                    self._handler = handler
+                    background.start_soon(self._guard, self._cooperative_loop)
                 background.start_soon(self._guard, self.watchdog.run)
                 if self._config.consumer.offsets.auto_commit.enable:
                     background.start_soon(self._guard, self._commit_loop)
@@ -255,7 +282,7 @@ class ConsumerGroupSession:
                 finally:
                     self.end(EndCause.CLOSED, "the session task was cancelled")
                     with anyio.CancelScope(shield=True):
-                        await self._finish(handler, assigned)
+                        await self._finish(handler)
                     background.cancel_scope.cancel()
         finally:
             self.abandon()
@@ -268,17 +295,11 @@ class ConsumerGroupSession:
 
     async def _consume(self, handler: ConsumerGroupHandler) -> None:
         async with anyio.create_task_group() as claims:
-            self._running_claims = len(self._claims)
+            self._claim_group = claims
             if not self._claims or self.done.is_set():
                 self._claims_done.set()
             else:
-                for claim in self._claims.values():
-                    claims.start_soon(
-                        self._run_claim,
-                        handler,
-                        claim,
-                        name=f"claim-{claim.topic}-{claim.partition}",
-                    )
+                self._start_claims(handler, list(self._claims.values()))
             await self.done.wait()
             with self._scope(2):
                 await self._claims_done.wait()
@@ -289,8 +310,22 @@ class ConsumerGroupSession:
                 )
                 claims.cancel_scope.cancel()
 
-    async def _finish(self, handler: ConsumerGroupHandler, assigned: list[TopicPartition]) -> None:
+    def _start_claims(
+        self, handler: ConsumerGroupHandler, claims: Iterable[ConsumerGroupClaim]
+    ) -> None:
+        """One ``consume_claim`` task per claim, in the session's claims task group."""
+        assert self._claim_group is not None
+        for claim in claims:
+            if self._running_claims == 0 and self._claims_done.is_set():
+                self._claims_done = anyio.Event()  # claims run again (cooperative add)
+            self._running_claims += 1
+            self._claim_group.start_soon(
+                self._run_claim, handler, claim, name=f"claim-{claim.topic}-{claim.partition}"
+            )
+
+    async def _finish(self, handler: ConsumerGroupHandler) -> None:
         """on_revoked / on_lost, cleanup, final commit, release: each bounded."""
+        assigned = sorted(self._claims)
         graceful = self.end_cause is not None and self.end_cause.graceful
         with self._scope(1):
             if graceful:
@@ -351,39 +386,49 @@ class ConsumerGroupSession:
         partition's last marked offset: a partition is never left owned but unread.
         """
         tp = (claim.topic, claim.partition)
-        backoff = Backoff(self._config.consumer.retry.backoff)
+        scope = anyio.CancelScope()
+        ended = anyio.Event()
+        self._claim_tasks[tp] = (scope, ended)
         try:
-            while True:
-                marked = self.offsets.marked(*tp)
-                try:
-                    await handler.consume_claim(self, claim)
-                    what = "returned"
-                except Exception as exc:
-                    err = ConsumerError(
-                        "consume_claim raised; its unmarked messages will be read again",
-                        topic=claim.topic,
-                        partition=claim.partition,
-                        cause=exc,
-                    )
-                    if not self._config.consumer.return_errors:
-                        self.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
-                        return
-                    self._report(err)
-                    what = "raised"
-                claim._pc.stop()
-                if self.done.is_set():
-                    return
-                if self.offsets.marked(*tp) != marked:
-                    backoff.reset()  # it made progress: not a handler failing in a loop
-                next_claim = await self._reclaim(claim, what, backoff)
-                if next_claim is None:
-                    return
-                claim = next_claim
+            with scope:
+                await self._claim_loop(handler, claim)
         finally:
             self._running_claims -= 1
             if self._running_claims == 0:
                 self._claims_done.set()
+            self._claims.get(tp, claim)._pc.stop()
+            ended.set()
+
+    async def _claim_loop(self, handler: ConsumerGroupHandler, claim: ConsumerGroupClaim) -> None:
+        """The body of :meth:`_run_claim`: handle, and restart while the claim is owned."""
+        tp = (claim.topic, claim.partition)
+        backoff = Backoff(self._config.consumer.retry.backoff)
+        while True:
+            marked = self.offsets.marked(*tp)
+            try:
+                await handler.consume_claim(self, claim)
+                what = "returned"
+            except Exception as exc:
+                err = ConsumerError(
+                    "consume_claim raised; its unmarked messages will be read again",
+                    topic=claim.topic,
+                    partition=claim.partition,
+                    cause=exc,
+                )
+                if not self._config.consumer.return_errors:
+                    self.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
+                    return
+                self._report(err)
+                what = "raised"
             claim._pc.stop()
+            if self.done.is_set() or tp in self._revoking:
+                return
+            if self.offsets.marked(*tp) != marked:
+                backoff.reset()  # it made progress: not a handler failing in a loop
+            next_claim = await self._reclaim(claim, what, backoff)
+            if next_claim is None:
+                return
+            claim = next_claim
 
     async def _reclaim(
         self, claim: ConsumerGroupClaim, what: str, backoff: Backoff
@@ -403,7 +448,7 @@ class ConsumerGroupSession:
             )
             with anyio.move_on_after(delay):
                 await self.done.wait()
-            if self.done.is_set():
+            if self.done.is_set() or tp in self._revoking:
                 return None
             try:
                 pcs = await self._consumer.consume_partitions(
@@ -413,7 +458,7 @@ class ConsumerGroupSession:
                 what = f"could not be restarted ({exc})"
                 continue
             pc = pcs[tp]
-            if self.done.is_set():  # the session ended during the restart
+            if self.done.is_set() or tp in self._revoking:  # ended during the restart
                 pc.stop()
                 return None
             fresh = ConsumerGroupClaim(pc, pc.next_offset)
@@ -454,12 +499,16 @@ class ConsumerGroupSession:
         while True:
             await anyio.sleep(group.heartbeat_interval)
             self._sample_rates(anyio.current_time())
+            if self._joining:
+                # The JoinGroup/SyncGroup in flight keeps the membership alive meanwhile.
+                last_ok = anyio.current_time()
+                continue
             try:
                 await self._membership.heartbeat()
             except RebalanceInProgressError as exc:
                 self._notify("on_heartbeat", exc)
                 last_ok = self.last_heartbeat = anyio.current_time()  # alive, told to rejoin
-                self.end(EndCause.REBALANCE, "the group is rebalancing")
+                self._rebalance("the group is rebalancing")
                 continue
             except FencedInstanceIdError as exc:
                 self._notify("on_heartbeat", exc)
@@ -487,6 +536,115 @@ class ConsumerGroupSession:
             self._notify("on_heartbeat", None)
             last_ok = self.last_heartbeat = anyio.current_time()
 
+    def _rebalance(self, detail: str) -> None:
+        """The group rebalances: a cooperative member rejoins keeping its claims, an eager
+        member ends the session."""
+        if self.cooperative:
+            self._rejoin.set()
+        else:
+            self.end(EndCause.REBALANCE, detail)
+
+    async def _cooperative_loop(self) -> None:
+        """KIP-429: rejoin with the claims running; apply each assignment incrementally."""
+        handler = self._handler
+        assert handler is not None
+        topics = list(self._partition_counts)
+        while not self.done.is_set():
+            await self._rejoin.wait()
+            self._rejoin = anyio.Event()
+            if self.done.is_set():
+                return
+            if self._rebalancing is not None:
+                self._rebalancing(True)
+            member_id = self._membership.member_id
+            owned: dict[str, list[int]] = self.claims
+            self._joining = True
+            try:
+                generation = await self._membership.join(topics, owned)
+            except ConsumerGroupError as exc:
+                # Whoever owns the partitions now, it is not provably this member.
+                fatal = None if is_transient(exc) else exc
+                self.end(EndCause.LOST, f"cooperative rejoin failed: {exc}", fatal)
+                return
+            finally:
+                self._joining = False
+            if generation.member_id != member_id:
+                self.end(EndCause.FENCED, "the coordinator forgot this member during the rejoin")
+                return
+            await self._apply(handler, generation)
+            if self._rebalancing is not None:
+                self._rebalancing(False)
+
+    async def _apply(self, handler: ConsumerGroupHandler, generation: Generation) -> None:
+        """Move to ``generation``: end the revoked claims, start the added ones."""
+        assigned = {(t, p) for t, parts in generation.assignment.items() for p in parts}
+        revoked = sorted(set(self._claims) - assigned)
+        added = sorted(assigned - set(self._claims))
+        self.generation_id = self.offsets.generation_id = generation.generation_id
+        self.log.info(
+            "generation %d (cooperative): keeps %d, revokes %s, adds %s",
+            generation.generation_id,
+            len(self._claims) - len(revoked),
+            revoked,
+            added,
+        )
+        if revoked:
+            await self._revoke_claims(handler, revoked)
+        if added and not self.done.is_set():
+            await self._add_claims(handler, added)
+        await self._user("on_assigned", handler, self, added)
+        if revoked:
+            self._rejoin.set()  # the second round hands the revoked partitions out
+
+    async def _revoke_claims(
+        self, handler: ConsumerGroupHandler, revoked: list[TopicPartition]
+    ) -> None:
+        """Drain, on_revoked, commit and release just these claims (the others run on)."""
+        self._revoking.update(revoked)
+        for tp in revoked:
+            self._claims[tp]._pc.stop()
+        with anyio.move_on_after(self._config.consumer.group.rebalance.timeout):
+            for tp in revoked:
+                task = self._claim_tasks.get(tp)
+                if task is not None:
+                    await task[1].wait()
+        for tp in revoked:
+            task = self._claim_tasks.pop(tp, None)
+            if task is not None and not task[1].is_set():
+                self.log.warning("handler for %s/%d did not return; cancelling it", *tp)
+                task[0].cancel()
+        await self._user("on_revoked", handler, self, revoked)
+        try:
+            await self.offsets.commit()
+        except ConsumerGroupError as exc:
+            self.log.warning(
+                "commit before revoking %s failed (%s): their new owners re-read from the "
+                "last commit",
+                revoked,
+                exc,
+            )
+        self._revoke(revoked)
+        self._revoking.difference_update(revoked)
+
+    async def _add_claims(self, handler: ConsumerGroupHandler, added: list[TopicPartition]) -> None:
+        """Start fetching and handling newly assigned partitions."""
+        assert self._open_claims is not None
+        try:
+            claims, unknown = await self._open_claims(added)
+        except ConsumerGroupError as exc:
+            self.end(EndCause.LOST, f"could not start the claims {added}: {exc}")
+            return
+        if self.done.is_set():
+            for claim in claims.values():
+                claim._pc.stop()
+            self.offsets.release(claims)
+            return
+        self._claims.update(claims)
+        self._start_claims(handler, claims.values())
+        if unknown:
+            self.rejoin_fresh = True
+            self.end(EndCause.PARTITIONS_CHANGED, f"assigned {unknown} are not in metadata yet")
+
     def _sample_rates(self, now: float) -> None:
         """Per-claim messages/s from position deltas since the previous heartbeat tick."""
         for tp, claim in self._claims.items():
@@ -506,9 +664,12 @@ class ConsumerGroupSession:
             try:
                 await self.offsets.commit()
             except RebalanceInProgressError:
-                self.end(EndCause.REBALANCE, "a commit found the group rebalancing")
+                self._rebalance("a commit found the group rebalancing")
+            except FencedInstanceIdError as exc:
+                self.end(EndCause.FENCED, "another member took this group_instance_id", exc)
             except FENCED as exc:
-                self.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
+                if not self._joining:  # a commit racing a cooperative join is retried next tick
+                    self.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
             except ConsumerGroupError as exc:
                 self._report(ConsumerError(f"auto-commit failed: {exc}", cause=exc))
 

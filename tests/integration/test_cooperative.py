@@ -1,0 +1,142 @@
+"""Cooperative rebalancing (KIP-429) on the broker: kept claims run through rebalances."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+import consumergroup as cg
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.group_support import (
+    Recorder,
+    group_config,
+    offsets_by_partition,
+    running_member,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+TP = tuple[str, int]
+
+
+def cooperative_config(**overrides: object) -> cg.Config:
+    """group_config() with cooperative-sticky as the only strategy."""
+    config = group_config(**overrides)
+    config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
+    return config
+
+
+class Tracker(Recorder):
+    """A Recorder that also counts consume_claim calls per partition and records the hooks."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.started: Counter[TP] = Counter()
+        self.ended: Counter[TP] = Counter()
+        self.assigned: list[list[TP]] = []
+        self.revoked: list[list[TP]] = []
+        self.lost: list[list[TP]] = []
+        self.session: cg.ConsumerGroupSession | None = None
+
+    async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        await super().setup(session)
+        self.session = session
+
+    def owned_now(self) -> set[TP]:
+        """The claims of the running session (cooperative sessions change them in place)."""
+        session = self.session
+        if session is None or session.done.is_set():
+            return set()
+        return {(t, p) for t, parts in session.claims.items() for p in parts}
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        tp = (claim.topic, claim.partition)
+        self.started[tp] += 1
+        try:
+            await super().consume_claim(session, claim)
+        finally:
+            self.ended[tp] += 1
+
+    async def on_assigned(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]
+    ) -> None:
+        self.assigned.append(list(partitions))
+
+    async def on_revoked(self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]) -> None:
+        self.revoked.append(list(partitions))
+
+    async def on_lost(self, partitions: Sequence[TP]) -> None:
+        self.lost.append(list(partitions))
+
+
+def flat(lists: list[list[TP]]) -> set[TP]:
+    return {tp for chunk in lists for tp in chunk}
+
+
+async def test_a_fourth_member_joins_and_leaves_without_stopping_unmoved_partitions(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=12)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(600)])
+    members = [Tracker(n) for n in "abc"]
+    config = cooperative_config()
+    async with (
+        running_member(bootstrap, group, [topic], members[0], config) as (ga, _),
+        running_member(bootstrap, group, [topic], members[1], cooperative_config()) as (gb, _),
+        running_member(bootstrap, group, [topic], members[2], cooperative_config()) as (gc, _),
+    ):
+        await wait_for(
+            lambda: [len(m.owned_now()) for m in members] == [4, 4, 4], 60, "a 4/4/4 split"
+        )
+        before = {m.name: m.owned_now() for m in members}
+        sessions = [m.session for m in members]
+        generations = [ga.stats().generation_id, gb.stats().generation_id, gc.stats().generation_id]
+        d = Tracker("d")
+        async with running_member(bootstrap, group, [topic], d, cooperative_config()):
+            await wait_for(
+                lambda: [len(m.owned_now()) for m in [*members, d]] == [3, 3, 3, 3],
+                60,
+                "a 3/3/3/3 split",
+            )
+            await produce(bootstrap, topic, [str(i).encode() for i in range(600, 900)])
+            during = {m.name: m.owned_now() for m in members}
+            moved_to_d = d.owned_now()
+        await wait_for(
+            lambda: sum(len(m.owned_now()) for m in members) == 12, 60, "d's partitions back"
+        )
+        await produce(bootstrap, topic, [str(i).encode() for i in range(900, 1200)])
+        await wait_for(
+            lambda: len({s for m in [*members, d] for s in m.seen}) >= 1200, 60, "every message"
+        )
+        # Still the same session objects, in later generations.
+        assert [m.session for m in members] == sessions
+        assert [len(m.sessions) for m in members] == [1, 1, 1]
+        later = [ga.stats().generation_id, gb.stats().generation_id, gc.stats().generation_id]
+        assert all(new > old for new, old in zip(later, generations, strict=True))
+        for m in members:
+            kept = before[m.name] & during[m.name]
+            assert len(kept) == 3, (m.name, before[m.name], during[m.name])
+            # Partitions that did not move were never revoked and their handler never ended.
+            assert not kept & flat(m.revoked), (m.name, m.revoked)
+            assert all(m.started[tp] == 1 and m.ended[tp] == 0 for tp in kept), m.name
+            # What it gave d it revoked, exactly once; nothing was lost.
+            assert flat(m.revoked) == before[m.name] - during[m.name]
+            assert not m.lost
+            # The hooks saw the incremental sets: the first assignment, then only additions.
+            assert set(m.assigned[0]) == before[m.name]
+            assert flat(m.assigned[1:]) == m.owned_now() - during[m.name]
+        assert moved_to_d == set().union(*before.values()) - set().union(*during.values())
+        assert set(d.assigned[0]) | flat(d.assigned[1:]) == moved_to_d
+    handled = offsets_by_partition([s for m in [*members, d] for s in m.seen])
+    assert sum(len(c) for c in handled.values()) == 1200, "a message was lost"
+    # Repeats only where a partition changed owner (its uncommitted window).
+    repeated = {(t, p) for (t, p), c in handled.items() if max(c.values()) > 1}
+    assert repeated <= moved_to_d, repeated
