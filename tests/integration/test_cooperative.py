@@ -140,3 +140,102 @@ async def test_a_fourth_member_joins_and_leaves_without_stopping_unmoved_partiti
     # Repeats only where a partition changed owner (its uncommitted window).
     repeated = {(t, p) for (t, p), c in handled.items() if max(c.values()) > 1}
     assert repeated <= moved_to_d, repeated
+
+
+class RdkafkaMember:
+    """A confluent-kafka (librdkafka) cooperative-sticky member polling in a thread."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        ck = pytest.importorskip("confluent_kafka")
+        self._consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 200,
+            }
+        )
+        self._topic = topic
+        self.owned: set[TP] = set()
+        self.revoked: list[list[TP]] = []
+        self.seen: list[tuple[str, int, int]] = []
+        self._stop = False
+        self._thread: asyncio.Future[None] | None = None
+
+    def _on_assign(self, _consumer: object, partitions: list[object]) -> None:
+        self.owned |= {(p.topic, p.partition) for p in partitions}  # type: ignore[attr-defined]
+
+    def _on_revoke(self, _consumer: object, partitions: list[object]) -> None:
+        gone = [(p.topic, p.partition) for p in partitions]  # type: ignore[attr-defined]
+        self.revoked.append(gone)
+        self.owned -= set(gone)
+
+    def _poll(self) -> None:
+        self._consumer.subscribe(
+            [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        while not self._stop:
+            msg = self._consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                self.seen.append((msg.topic(), msg.partition(), msg.offset()))
+        self._consumer.close()  # commits and leaves the group
+
+    async def __aenter__(self) -> RdkafkaMember:
+        self._thread = asyncio.get_running_loop().run_in_executor(None, self._poll)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop = True
+        assert self._thread is not None
+        await asyncio.wait_for(self._thread, 30)
+
+
+@pytest.mark.parametrize("leader", ["ours", "librdkafka"])
+async def test_mixed_group_with_a_librdkafka_cooperative_member(
+    bootstrap: str, new_topic: TopicFactory, leader: str
+) -> None:
+    """Tansu makes the first member to join the leader: each side leads once."""
+    topic = await new_topic(partitions=6)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(300)])
+    ours = Tracker("ours")
+    theirs = RdkafkaMember(bootstrap, group, topic)
+    if leader == "librdkafka":
+        async with theirs:
+            await wait_for(lambda: len(theirs.owned) == 6, 60, "librdkafka to own everything")
+            async with running_member(bootstrap, group, [topic], ours, cooperative_config()):
+                await wait_for(
+                    lambda: len(ours.owned_now()) == 3 and len(theirs.owned) == 3, 60, "3/3"
+                )
+                assert not ours.owned_now() & theirs.owned
+                # librdkafka revoked only what moved to us, and we started it only after.
+                assert flat(theirs.revoked) == ours.owned_now()
+                assert flat(ours.assigned) == ours.owned_now()
+                await produce(bootstrap, topic, [str(i).encode() for i in range(300, 600)])
+                await wait_for(
+                    lambda: len({s for s in ours.seen + theirs.seen}) >= 600, 60, "all messages"
+                )
+                assert len(ours.sessions) == 1 and not ours.revoked
+    else:
+        async with running_member(bootstrap, group, [topic], ours, cooperative_config()):
+            await wait_for(lambda: len(ours.owned_now()) == 6, 60, "ours to own everything")
+            first = ours.owned_now()
+            async with theirs:
+                await wait_for(
+                    lambda: len(ours.owned_now()) == 3 and len(theirs.owned) == 3, 60, "3/3"
+                )
+                assert not ours.owned_now() & theirs.owned
+                kept = ours.owned_now()
+                await produce(bootstrap, topic, [str(i).encode() for i in range(300, 600)])
+                await wait_for(
+                    lambda: len({s for s in ours.seen + theirs.seen}) >= 600, 60, "all messages"
+                )
+            # Our kept partitions ran throughout; we revoked exactly what librdkafka took.
+            assert all(ours.started[tp] == 1 and ours.ended[tp] == 0 for tp in kept)
+            assert flat(ours.revoked) == first - kept
+            assert len(ours.sessions) == 1
+    handled = offsets_by_partition(ours.seen + theirs.seen)
+    assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
