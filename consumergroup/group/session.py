@@ -571,6 +571,14 @@ class ConsumerGroupSession:
             if generation.member_id != member_id:
                 self.end(EndCause.FENCED, "the coordinator forgot this member during the rejoin")
                 return
+            if generation.generation_id == self.generation_id:
+                # No rebalance happened: the coordinator answered with the stored assignment
+                # (Tansu does this for a static member), so partitions withheld for the
+                # second round stay unassigned until the next rebalance.
+                self.log.warning(
+                    "rejoined without a new generation (%d): the coordinator did not rebalance",
+                    self.generation_id,
+                )
             await self._apply(handler, generation)
             if self._rebalancing is not None:
                 self._rebalancing(False)

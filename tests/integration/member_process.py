@@ -2,6 +2,7 @@
 
 ``python -m tests.integration.member_process BOOTSTRAP GROUP TOPIC`` prints one JSON
 line per event to stdout: claims, and the offsets of each batch once committed.
+``--instance-id ID`` makes it a static member (``consumer.group.instance_id``).
 
 With ``--record FILE --status FILE`` (the chaos suite) it appends the events to
 FILE instead (flushed per batch, before the batch is marked, so every committed
@@ -22,6 +23,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 import consumergroup as cg
@@ -40,6 +42,12 @@ class Printer(cg.ConsumerGroupHandler):
         self.sink.flush()
 
     async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        self._emit({"claims": session.claims, "t": time.time()})
+
+    async def on_assigned(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        # A cooperative session's claims change without a new setup().
         self._emit({"claims": session.claims, "t": time.time()})
 
     async def consume_claim(
@@ -117,8 +125,10 @@ def _describe(context: dict[str, Any]) -> str:
     return f"{context.get('message')}: {context.get('task', '')} {detail}"
 
 
-async def main(bootstrap: str, group: str, topic: str) -> None:
-    async with cg.ConsumerGroup([bootstrap], group, group_config()) as member:
+async def main(bootstrap: str, group: str, topic: str, instance_id: str | None) -> None:
+    config = group_config()
+    config.consumer.group.instance_id = instance_id
+    async with cg.ConsumerGroup([bootstrap], group, config) as member:
         await member.run([topic], Printer(sys.stdout, True))
 
 
@@ -131,6 +141,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--status", help="write the exit status JSON here (chaos mode)")
     parser.add_argument("--close-timeout", type=float, default=10.0)
     parser.add_argument("--net-timeout", type=float, default=5.0, help="net.read_timeout")
+    parser.add_argument("--instance-id", help="static membership: consumer.group.instance_id")
     return parser.parse_args(argv)
 
 
@@ -142,4 +153,4 @@ if __name__ == "__main__":
         with open(ns.status, "w") as out:
             json.dump(outcome, out)
         sys.exit(1 if outcome["run_error"] or outcome["close_error"] else 0)
-    asyncio.run(main(ns.bootstrap, ns.group, ns.topic))
+    asyncio.run(main(ns.bootstrap, ns.group, ns.topic, ns.instance_id))

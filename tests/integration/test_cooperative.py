@@ -64,9 +64,7 @@ class Tracker(Recorder):
         finally:
             self.ended[tp] += 1
 
-    async def on_assigned(
-        self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]
-    ) -> None:
+    async def on_assigned(self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]) -> None:
         self.assigned.append(list(partitions))
 
     async def on_revoked(self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]) -> None:
@@ -238,4 +236,51 @@ async def test_mixed_group_with_a_librdkafka_cooperative_member(
             assert flat(ours.revoked) == first - kept
             assert len(ours.sessions) == 1
     handled = offsets_by_partition(ours.seen + theirs.seen)
+    assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
+
+
+async def test_rolling_upgrade_eager_and_cooperative_members_share_a_group(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Java's upgrade path: a member listing [cooperative-sticky, range] is eager (it revokes
+    everything at each rebalance) while the group already uses cooperative-sticky; members
+    listing only cooperative-sticky keep their claims meanwhile."""
+    topic = await new_topic(partitions=6)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(300)])
+    mixed = group_config()
+    mixed.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor(), cg.RangeAssignor()]
+    upgrading, upgraded, late = Tracker("upgrading"), Tracker("upgraded"), Tracker("late")
+    async with (
+        running_member(bootstrap, group, [topic], upgrading, mixed),
+        running_member(bootstrap, group, [topic], upgraded, cooperative_config()),
+    ):
+        await wait_for(
+            lambda: len(upgrading.owned_now()) == 3 and len(upgraded.owned_now()) == 3, 60, "3/3"
+        )
+        kept = upgraded.owned_now()
+        eager_sessions = len(upgrading.sessions)
+        async with running_member(bootstrap, group, [topic], late, cooperative_config()):
+            await wait_for(
+                lambda: [len(m.owned_now()) for m in (upgrading, upgraded, late)] == [2, 2, 2],
+                60,
+                "2/2/2",
+            )
+            owners = [m.owned_now() for m in (upgrading, upgraded, late)]
+            assert set().union(*owners) == {(topic, p) for p in range(6)}
+            assert sum(map(len, owners)) == 6, "a partition owned twice"
+            await produce(bootstrap, topic, [str(i).encode() for i in range(300, 600)])
+            await wait_for(
+                lambda: len({s for m in (upgrading, upgraded, late) for s in m.seen}) >= 600,
+                60,
+                "all messages",
+            )
+            # The eager member started a new session for the rebalance; the cooperative one
+            # kept its session and the claims it kept ran throughout.
+            assert len(upgrading.sessions) > eager_sessions
+            assert len(upgraded.sessions) == 1
+            stayed = kept & upgraded.owned_now()
+            assert stayed and all(upgraded.started[tp] == 1 for tp in stayed)
+            assert not stayed & flat(upgraded.revoked)
+    handled = offsets_by_partition([s for m in (upgrading, upgraded, late) for s in m.seen])
     assert sum(len(c) for c in handled.values()) == 600, "a message was lost"

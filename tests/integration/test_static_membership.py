@@ -1,0 +1,225 @@
+"""Static membership (KIP-345) on the broker: restarts without rebalances, close, fencing.
+
+What Tansu does (measured with raw JoinGroup v5 / Heartbeat v3 / LeaveGroup v3): it derives
+a static member's id from its group_instance_id and hands the SAME id back when the instance
+rejoins, at the same generation, with its stored assignment and no rebalance of the others.
+So it never answers FENCED_INSTANCE_ID (Kafka gives the restarted instance a new id and
+fences the old one); the fencing test makes the broker's answer FENCED_INSTANCE_ID with a
+loopback proxy instead. Tansu also answers a static member that rejoins a stable group with
+its stored assignment even when its subscription changed (Kafka rebalances then), so the
+second round of a cooperative rebalance never starts when the member that revoked is static:
+these tests use static members with the eager range assignor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.errors import FencedInstanceIdError
+from consumergroup.testing import EmbeddedBroker, free_port
+from tests.conftest import TopicFactory, unique
+from tests.helpers import KafkaFrameProxy, produce
+from tests.integration.group_support import (
+    group_config,
+    offsets_by_partition,
+    running_member,
+    wait_for,
+)
+from tests.integration.test_cooperative import Tracker
+
+pytestmark = pytest.mark.slow
+
+ROOT = str(Path(__file__).parents[2])
+
+
+def static_config(instance_id: str, **overrides: object) -> cg.Config:
+    """A member with a group_instance_id (and the default, eager, range assignor)."""
+    config = group_config(**overrides)
+    config.consumer.group.instance_id = instance_id
+    return config
+
+
+class Child:
+    """tests.integration.member_process as a static member, reading its JSON lines."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str) -> None:
+        self.args = (bootstrap, group, topic, "--instance-id", instance_id)
+        self.topic = topic
+        self.claims: list[dict[str, list[int]]] = []
+        self.seen: list[tuple[str, int, int]] = []
+        self.proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.integration.member_process",
+            *self.args,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+        )
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            event = json.loads(line)
+            if "claims" in event:
+                self.claims.append(event["claims"])
+            else:
+                self.seen.extend((self.topic, event["p"], o) for o in event["offsets"])
+
+    def owned(self) -> int:
+        return sum(len(p) for p in self.claims[-1].values()) if self.claims else 0
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+async def test_static_member_killed_and_restarted_causes_no_rebalance(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=4)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+    first = Child(bootstrap, group, topic, "static-child")
+    survivor = Tracker("survivor")
+    await first.start()
+    second: Child | None = None
+    try:
+        await wait_for(lambda: first.owned() == 4, 60, "the child to own everything")
+        async with running_member(
+            bootstrap, group, [topic], survivor, static_config("static-survivor")
+        ) as (member, _):
+            await wait_for(
+                lambda: len(survivor.owned_now()) == 2 and first.owned() == 2, 60, "a 2/2 split"
+            )
+            await wait_for(lambda: len({*first.seen, *survivor.seen}) >= 400, 60, "the first 400")
+            before = member.stats()
+            session, owned = survivor.session, survivor.owned_now()
+            # Let the generation settle: a static rejoin within about a second of the
+            # SyncGroup made Tansu start a rebalance in our runs (Kafka does not).
+            await asyncio.sleep(2.0)
+            await first.kill()
+            second = Child(bootstrap, group, topic, "static-child")
+            await second.start()
+            await produce(bootstrap, topic, [str(i).encode() for i in range(400, 600)])
+            await wait_for(lambda: bool(second.claims), 30, "the restarted child's claims")
+            await wait_for(
+                lambda: len({*first.seen, *second.seen, *survivor.seen}) >= 600, 60, "all 600"
+            )
+            after = member.stats()
+            # The others saw nothing: same session, generation, claims; no rebalance.
+            assert survivor.session is session and survivor.owned_now() == owned
+            assert (after.generation_id, after.rebalances) == (
+                before.generation_id,
+                before.rebalances,
+            )
+            assert not survivor.revoked and not survivor.lost and len(survivor.sessions) == 1
+    finally:
+        await first.kill()
+        if second is not None:
+            await second.kill()
+    # The restarted instance got its old partitions back and resumed from its commits: the
+    # child commits before printing, so nothing printed by the first run is handled again.
+    child_partitions = {(topic, p) for p in range(4)} - owned
+    assert {(t, p) for t, parts in second.claims[-1].items() for p in parts} == child_partitions
+    assert not set(first.seen) & set(second.seen)
+    handled = offsets_by_partition(first.seen + second.seen + survivor.seen)
+    assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
+
+
+@pytest.mark.parametrize("leave_group", [None, True])
+async def test_static_member_close_sends_leave_group_only_when_asked(
+    bootstrap: str, new_topic: TopicFactory, leave_group: bool | None
+) -> None:
+    topic = await new_topic(partitions=4)
+    group = unique()
+    a, b = Tracker("a"), Tracker("b")
+    async with running_member(bootstrap, group, [topic], b, static_config("b")) as (member_b, _):
+        member_a = cg.ConsumerGroup([bootstrap], group, static_config("a"))
+        task = asyncio.create_task(member_a.run([topic], a))
+        try:
+            await wait_for(
+                lambda: len(a.owned_now()) == 2 and len(b.owned_now()) == 2, 60, "a 2/2 split"
+            )
+            generation = member_b.stats().generation_id
+            await member_a.close(leave_group=leave_group)
+            await asyncio.wait_for(task, 10)
+        finally:
+            await member_a.close()
+        closed = time.monotonic()
+        if leave_group:
+            # LeaveGroup: the coordinator rebalances at once.
+            await wait_for(
+                lambda: (
+                    member_b.stats().generation_id != generation
+                    or member_b.state is not cg.GroupState.STABLE
+                ),
+                5,
+                "b to see the rebalance",
+            )
+        else:
+            # No LeaveGroup: b sees nothing until the session timeout evicts a.
+            await asyncio.sleep(3.0)
+            assert member_b.stats().generation_id == generation
+            assert len(b.owned_now()) == 2 and not b.revoked
+        await wait_for(lambda: len(b.owned_now()) == 4, 60, "b to take everything")
+        if not leave_group:
+            assert time.monotonic() - closed >= 3.0
+
+
+class FencingProxy(KafkaFrameProxy):
+    """Answers the Heartbeats of ``client_id`` with FENCED_INSTANCE_ID once ``fence`` is set."""
+
+    def __init__(self, target_port: int, listen_port: int, client_id: str) -> None:
+        super().__init__(target_port, listen_port)
+        self.client_id = client_id
+        self.fence = False
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        """Heartbeat v1+ response: correlation id, throttle_time_ms (int32), error_code."""
+        if key == 12 and version >= 1 and client_id == self.client_id and self.fence:
+            return frame[:8] + struct.pack(">h", FencedInstanceIdError.errno) + frame[10:]
+        return frame
+
+
+async def test_fenced_instance_id_ends_the_member_with_a_clear_error() -> None:
+    proxy_port = free_port()
+    topic = unique("fence")
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        FencingProxy(broker.port, proxy_port, client_id="victim") as proxy,
+    ):
+        await broker.create_topic(topic, 2)
+        config = static_config("shared-id")
+        config.client_id = "victim"
+        victim = Tracker("victim")
+        member = cg.ConsumerGroup([f"127.0.0.1:{proxy_port}"], unique(), config)
+        task = asyncio.create_task(member.run([topic], victim))
+        try:
+            await wait_for(lambda: len(victim.owned_now()) == 2, 60, "the victim's claims")
+            proxy.fence = True
+            with pytest.raises(FencedInstanceIdError) as info:
+                await asyncio.wait_for(task, 30)
+        finally:
+            await member.close()
+    message = str(info.value)
+    assert "shared-id" in message and "consumer.group.instance_id" in message
+    assert member.stats().state in (cg.GroupState.FAILED, cg.GroupState.CLOSED)
+    assert member.stats().error is not None and "shared-id" in member.stats().error
+    # Fenced: the partitions are someone else's now, so on_lost, not on_revoked.
+    assert victim.lost and not victim.revoked
