@@ -23,6 +23,7 @@ from consumergroup.balance.cooperative import (
     encode_cooperative_user_data,
 )
 from consumergroup.balance.sticky import PreviousAssignment, encode_sticky_user_data
+from consumergroup.group.membership import Membership
 
 from .test_assignors import assert_valid, groups, load, minimal_moves, pairs
 
@@ -290,3 +291,21 @@ def test_every_pair_of_members_owns_disjoint_partitions_in_every_round() -> None
         owned: Owned = {m: pairs(start[m]) for m in old}
         plans, _ = converge({f"m{i}": ["t"] for i in range(after)}, partitions, owned)
         assert len(plans) <= 2
+
+
+@pytest.mark.parametrize(
+    ("strategies", "cooperative"),
+    [
+        ([CooperativeStickyAssignor()], True),
+        ([CooperativeStickyAssignor(), cg.RangeAssignor()], False),  # mid-upgrade: still eager
+        ([cg.RangeAssignor(), CooperativeStickyAssignor()], False),
+        ([StickyAssignor()], False),
+    ],
+)
+def test_a_member_is_cooperative_only_if_every_strategy_is(
+    strategies: list[cg.BalanceStrategy], cooperative: bool
+) -> None:
+    config = cg.Config()
+    config.consumer.group.rebalance.strategies = strategies
+    membership = Membership(cg.Client(["127.0.0.1:9"], config), "g", config)
+    assert membership.cooperative is cooperative
