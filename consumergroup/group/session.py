@@ -540,7 +540,8 @@ class ConsumerGroupSession:
         """The group rebalances: a cooperative member rejoins keeping its claims, an eager
         member ends the session."""
         if self.cooperative:
-            self._rejoin.set()
+            if not self._joining:  # the join in flight is the answer to it already
+                self._rejoin.set()
         else:
             self.end(EndCause.REBALANCE, detail)
 
@@ -610,7 +611,9 @@ class ConsumerGroupSession:
         """Drain, on_revoked, commit and release just these claims (the others run on)."""
         self._revoking.update(revoked)
         for tp in revoked:
-            self._claims[tp]._pc.stop()
+            claim = self._claims.get(tp)
+            if claim is not None:
+                claim._pc.stop()
         with anyio.move_on_after(self._config.consumer.group.rebalance.timeout):
             for tp in revoked:
                 task = self._claim_tasks.get(tp)
