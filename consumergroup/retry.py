@@ -29,6 +29,7 @@ from .errors import (
     IllegalGenerationError,
     KafkaConnectionError,
     MemberIdRequiredError,
+    NoBrokersAvailableError,
     NotCoordinatorError,
     RebalanceInProgressError,
     RequestTimedOutError,
@@ -112,13 +113,17 @@ async def retrying(
 ) -> T:
     """Run ``attempt``, again up to ``retry.max`` times after ``retry.backoff`` when it
     raises a retriable :class:`~consumergroup.ConsumerGroupError` (the flag
-    :func:`is_transient` reads; :data:`REJOIN` answers go to the caller, which must
-    rejoin); ``before_retry`` sees each error that is retried. Others raise at once."""
+    :func:`is_transient` reads). :data:`REJOIN` answers go to the caller, which must
+    rejoin, and so does :class:`~consumergroup.NoBrokersAvailableError` (every broker
+    was just tried; a long-lived caller backs off itself). ``before_retry`` sees each
+    error that is retried. Others raise at once."""
     for n in range(retry.max + 1):
         try:
             return await attempt()
         except ConsumerGroupError as exc:
-            if not exc.retriable or n == retry.max:  # REJOIN answers are for the caller
+            # REJOIN answers are for the caller; so is "no broker answered": any() has
+            # just tried every broker, and the caller's own backoff is the next try.
+            if not exc.retriable or isinstance(exc, NoBrokersAvailableError) or n == retry.max:
                 raise
             if before_retry is not None:
                 before_retry(exc)

@@ -19,23 +19,15 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     ConfigurationError,
-    KafkaConnectionError,
-    NoBrokersAvailableError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from ..retry import is_transient
 from .broker import BrokerConsumer
 from .partition import Consumed, PartitionConsumer
 from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
 
 log = logging.getLogger(__name__)
-
-
-def _transient(exc: BaseException) -> bool:
-    """Worth another try after a backoff: connection trouble, or a code Kafka marks retriable."""
-    return isinstance(exc, (KafkaConnectionError, NoBrokersAvailableError)) or bool(
-        getattr(exc, "retriable", False)
-    )
 
 
 class Consumer(AsyncResource):
@@ -209,7 +201,7 @@ class Consumer(AsyncResource):
             try:
                 await self._client.refresh_metadata(*{pc.topic for pc in live})
             except Exception as exc:
-                if not _transient(exc):
+                if not is_transient(exc):
                     self._fail_all(live, "cannot find the partition's leader", exc)
                     continue
                 log.warning(
@@ -240,7 +232,7 @@ class Consumer(AsyncResource):
                 await self._client.connection(node, "fetch")
             except Exception as exc:
                 stranded = by_node.pop(node)
-                if not _transient(exc):
+                if not is_transient(exc):
                     self._fail_all(stranded, f"cannot fetch from broker {node}", exc)
                     continue
                 log.info(
@@ -271,7 +263,7 @@ class Consumer(AsyncResource):
         except OffsetOutOfRangeError as exc:
             pc._fail_with(str(exc), exc)
         except Exception as exc:
-            if not _transient(exc):
+            if not is_transient(exc):
                 pc._fail_with("cannot route the partition to its leader", exc)
                 return
             # The cluster is moving: try again after backoff.

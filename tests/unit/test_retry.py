@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from consumergroup import errors
-from consumergroup.retry import COORDINATOR_LOST, FENCED, Backoff, is_transient
+from consumergroup.config import RetryConfig
+from consumergroup.retry import COORDINATOR_LOST, FENCED, Backoff, is_transient, retrying
 
 
 @pytest.mark.parametrize(
@@ -79,3 +80,27 @@ def test_backoff_cap_never_below_base() -> None:
 def test_backoff_jitter_spreads_members() -> None:
     """Members that failed together must not retry in lockstep."""
     assert len({round(Backoff(1.0).next(), 6) for _ in range(20)}) > 1
+
+
+@pytest.mark.parametrize(
+    ("exc", "attempts"),
+    [
+        (errors.KafkaConnectionError("dropped"), 3),  # quick retries
+        (errors.NoBrokersAvailableError("every broker tried"), 1),  # the caller backs off
+        (errors.RebalanceInProgressError("rejoin"), 1),  # the caller rejoins
+        (errors.GroupAuthorizationFailedError("denied"), 1),
+    ],
+)
+async def test_retrying_retries_only_what_a_quick_retry_can_cure(
+    exc: errors.ConsumerGroupError, attempts: int
+) -> None:
+    calls = 0
+
+    async def attempt() -> None:
+        nonlocal calls
+        calls += 1
+        raise exc
+
+    with pytest.raises(type(exc)):
+        await retrying("test", attempt, RetryConfig(max=2, backoff=0.0))
+    assert calls == attempts
