@@ -308,7 +308,8 @@ async def test_stopping_during_the_join_is_quiet(
     for pause in (0.0, 0.05, 0.5):  # before run() starts, while it connects, while it joins
         group = cg.ConsumerGroup([bootstrap], unique(), group_config())
         lifespan = ConsumerGroupLifespan(group, [topic], Recorder(), close_timeout=5)
-        async with lifespan(FastAPI()):
+        async with lifespan(FastAPI()) as state:  # the lifespan state requests see
+            assert state == {"consumer_groups": [group]}
             await asyncio.sleep(pause)
         assert group.state is cg.GroupState.CLOSED
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
