@@ -119,3 +119,27 @@ def test_readiness_of_members_that_never_joined() -> None:
     assert ServiceHealth(metrics=False).ready()[0] == 503  # no group: never ready
     status, live = health.live()
     assert status == 200 and live["loop_lag"] is None  # the monitor is not running
+
+
+def test_aiohttp_setup_twice_adds_groups_not_routes() -> None:
+    from aiohttp import web
+
+    from consumergroup.integrations.aiohttp import CONSUMER_GROUPS, setup_consumer_group
+
+    class Handler(cg.ConsumerGroupHandler):
+        async def consume_claim(
+            self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+        ) -> None:
+            pass
+
+    app = web.Application()
+    first = cg.ConsumerGroup(["127.0.0.1:9092"], "a")
+    second = cg.ConsumerGroup(["127.0.0.1:9092"], "b")
+    registry = CollectorRegistry()
+    setup_consumer_group(app, first, ["t"], Handler(), registry=registry, prefix="/ops")
+    setup_consumer_group(app, second, ["u"], Handler())
+    assert app[CONSUMER_GROUPS] == [first, second]
+    paths = sorted(r.resource.canonical for r in app.router.routes() if r.method == "GET")
+    assert paths == ["/ops/health/live", "/ops/health/ready", "/ops/metrics"]
+    assert len(app.cleanup_ctx) == 1
+    assert GroupMetrics.of(registry).groups() == [first, second]  # both exported
