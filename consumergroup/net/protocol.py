@@ -32,6 +32,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from ..errors import UnsupportedVersionError
+from .fetch import decode_fetch_response
 from .group_protocol import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -150,8 +151,14 @@ def encode_request(struct: RequestStruct, correlation_id: int, client_id: str) -
     return data
 
 
-def decode_response(struct: RequestStruct, payload: bytes) -> Response:
-    """Decode a response frame (header included) for the request ``struct``."""
+def decode_response(struct: RequestStruct, payload: bytes) -> Any:
+    """Decode a response frame (header included) for the request ``struct``.
+
+    Fetch responses go through our own decoder (:mod:`.fetch`): same shape, no
+    per-field Python calls, record sets as views of the frame.
+    """
+    if struct.API_KEY == FetchRequest.API_KEY:
+        return decode_fetch_response(struct.API_VERSION, payload)
     buf = BytesIO(payload)
     struct.parse_response_header(buf)
     return struct.RESPONSE_TYPE.decode(buf)
