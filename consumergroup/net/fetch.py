@@ -27,10 +27,13 @@ __all__ = ["FetchResponse", "decode_fetch_response"]
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _V7_HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
-# partition, error_code, high watermark [, last stable offset [, log start offset]]
-_P1 = struct.Struct(">ihq")
-_P4 = struct.Struct(">ihqq")
-_P5 = struct.Struct(">ihqqq")
+# A partition's fixed fields up to the next variable-length one, in one call each:
+# partition, error_code, high watermark, [last stable offset, [log start offset,]]
+# then the aborted-transactions count (v4+) or the record set length (v1-v3).
+_P1 = struct.Struct(">ihqi")
+_P4 = struct.Struct(">ihqqi")
+_P5 = struct.Struct(">ihqqqi")
+_REPLICA_LEN = struct.Struct(">ii")  # v11: preferred_read_replica, record set length
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _MIN_VERSION, _MAX_VERSION = 1, 11
 
@@ -85,10 +88,6 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
         throttle = _I32.unpack_from(view, pos)[0]
         error = session = 0
         pos += 4
-    head = _P5 if version >= 5 else _P4 if version >= 4 else _P1
-    head_size = head.size
-    with_aborted = version >= 4
-    with_replica = version >= 11
     unpack_i32 = _I32.unpack_from
     n_topics = unpack_i32(view, pos)[0]
     pos += 4
@@ -109,33 +108,53 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
         pos += 4
         parts: list[tuple[Any, ...]] | None = None if n_parts == -1 else []
         for _ in range(n_parts):
-            fields: tuple[Any, ...] = head.unpack_from(view, pos)
-            pos += head_size
-            if with_aborted:
-                n_aborted = unpack_i32(view, pos)[0]
-                pos += 4
+            part: tuple[Any, ...]
+            if version < 4:
+                partition, error_code, hwm, length = _P1.unpack_from(view, pos)
+                pos += _P1.size
+                pos, records = _records(view, pos, length, size)
+                part = (partition, error_code, hwm, records)
+            else:
+                if version >= 5:
+                    partition, error_code, hwm, lso, log_start, n = _P5.unpack_from(view, pos)
+                    pos += _P5.size
+                else:
+                    partition, error_code, hwm, lso, n = _P4.unpack_from(view, pos)
+                    pos += _P4.size
                 aborted: list[tuple[int, int]] | None = None
-                if n_aborted != -1:
-                    end = pos + max(n_aborted, 0) * 16
+                if n == 0 or n < -1:  # the common case; other negative counts: empty, as aiokafka
+                    aborted = []
+                elif n > 0:
+                    end = pos + 16 * n
                     if end > size:
                         raise _Underrun("aborted transactions run past the end of the frame")
-                    aborted = [_ABORTED.unpack_from(view, p) for p in range(pos, end, 16)]
+                    aborted = [_ABORTED.unpack_from(view, at) for at in range(pos, end, 16)]
                     pos = end
-                fields += (aborted,)
-            if with_replica:
-                fields += (unpack_i32(view, pos)[0],)
-                pos += 4
-            records_len = unpack_i32(view, pos)[0]
-            pos += 4
-            records: memoryview | None = None
-            if records_len >= 0:
-                end = pos + records_len
-                if end > size:
-                    raise _Underrun("a record set runs past the end of the frame")
-                records = view[pos:end]
-                pos = end
+                if version >= 11:
+                    replica, length = _REPLICA_LEN.unpack_from(view, pos)
+                    pos += 8
+                else:
+                    length = unpack_i32(view, pos)[0]
+                    pos += 4
+                pos, records = _records(view, pos, length, size)
+                if version >= 11:
+                    part = (partition, error_code, hwm, lso, log_start, aborted, replica, records)
+                elif version >= 5:
+                    part = (partition, error_code, hwm, lso, log_start, aborted, records)
+                else:
+                    part = (partition, error_code, hwm, lso, aborted, records)
             assert parts is not None  # n_parts > 0 here
-            parts.append((*fields, records))
+            parts.append(part)
         assert topics is not None  # n_topics > 0 here
         topics.append((name, parts))
     return FetchResponse(version, throttle, error, session, topics)
+
+
+def _records(view: memoryview, pos: int, length: int, size: int) -> tuple[int, memoryview | None]:
+    """The record set of ``length`` bytes at ``pos`` (None when null) and the position after."""
+    if length < 0:
+        return pos, None
+    end = pos + length
+    if end > size:
+        raise _Underrun("a record set runs past the end of the frame")
+    return end, view[pos:end]
