@@ -73,6 +73,10 @@ class OffsetManager:
         self.group = group
         self._config = config
         self._positions: dict[TopicPartition, _Position] = {}
+        # mark()'s one-entry cache: a claim's messages come in runs of one partition,
+        # so most marks skip building a (topic, partition) key and the dict lookup.
+        # Cleared whenever _positions changes.
+        self._hot: tuple[str, int, _Position | None] = ("", -1, None)
         self._commit_lock = asyncio.Lock()
         self.member_id = member_id
         self.generation_id = generation_id
@@ -111,12 +115,14 @@ class OffsetManager:
         self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
     ) -> None:
         """Own these partitions from now on; ``start`` is where consumption begins."""
+        self._hot = ("", -1, None)
         for tp, offset in start.items():
             done, metadata = committed.get(tp, (-1, ""))
             self._positions[tp] = _Position(done, offset, metadata)
 
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget partitions the member no longer owns (after the final commit)."""
+        self._hot = ("", -1, None)
         for tp in partitions:
             self._positions.pop(tp, None)
 
@@ -128,7 +134,10 @@ class OffsetManager:
 
     def mark(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Mark ``offset`` as the next to consume; only moves forward (sarama MarkOffset)."""
-        pos = self._positions.get((topic, partition))
+        hot_topic, hot_partition, pos = self._hot
+        if partition != hot_partition or topic != hot_topic:
+            pos = self._positions.get((topic, partition))
+            self._hot = (topic, partition, pos)
         if pos is not None and offset > pos.marked:
             pos.marked = offset
             pos.metadata = metadata
