@@ -25,7 +25,7 @@ from .harness import PEERS, log
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("throughput", "rebalance", "scaling")
+SECTIONS = ("throughput", "rebalance", "scaling", "spark")
 
 
 def _ints(text: str) -> list[int]:
@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         action="append",
         choices=SECTIONS,
-        help="run only this section (repeatable; default: all three)",
+        help="run only this section (repeatable; default: all; spark needs the [spark] extra)",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 100k messages, 1 rep")
     p.add_argument("--bootstrap", help="use this cluster instead of the embedded broker")
@@ -212,6 +212,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 args.batch_bytes,
                 args.timeout,
             )
+        if "spark" in args.only:
+            from . import spark_source  # imports pyspark: only when the section runs
+
+            results["spark"] = await spark_source.run(bootstrap, args.quick)
     results["targets"] = targets(results)
     return results
 
@@ -224,6 +228,10 @@ def main(argv: list[str] | None = None) -> None:
     stamp = results["meta"]["timestamp"]
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     text = markdown(results)
+    if "spark" in results:
+        from . import spark_source
+
+        text += "\n" + spark_source.markdown(results["spark"])
     (RESULTS / "latest.md").write_text(text)
     print(text)
     log(f"wrote {RESULTS / (stamp + '.json')} and {RESULTS / 'latest.md'}")

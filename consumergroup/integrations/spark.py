@@ -52,9 +52,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ConsumerGroupError
 from ._spark_arrow import HEADERS_DDL, SCHEMA_DDL
-from ._spark_options import SourceOptions, TopicPartition, _bool, parse_options
+from ._spark_options import SourceOptions, TopicPartition, _bool, log, parse_options
 from ._spark_plan import OffsetRange, Offsets, Planner, from_json, rate_limit, to_json
 from ._spark_read import read_range
 
@@ -235,9 +235,22 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return _read(self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark finished the batch ending at ``end``: commit it to ``kafka.group.id``."""
-        if self.opts.group_id is not None:
+        """Spark finished the batch ending at ``end``: commit it to ``kafka.group.id``.
+
+        The group only mirrors Spark's checkpoint for lag tooling: a failed commit is
+        logged and the query goes on (the next batch's commit catches up).
+        """
+        if self.opts.group_id is None:
+            return
+        try:
             self._plan.run(self._plan.commit_group(from_json(end)))
+        except ConsumerGroupError as exc:
+            log.warning(
+                "could not commit the processed offsets to group %r (the query goes on; "
+                "its checkpoint holds them): %s",
+                self.opts.group_id,
+                exc,
+            )
 
     def stop(self) -> None:
         """Close the driver-side client."""

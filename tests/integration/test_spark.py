@@ -13,6 +13,7 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ import consumergroup.integrations.spark as cgspark
 from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
+from consumergroup.integrations._spark_options import parse_options
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.integration import spark_query_process
@@ -178,6 +180,26 @@ async def test_batch_read_from_starting_to_ending_offsets_split_by_min_partition
     assert got == want
 
 
+async def test_batch_read_from_a_starting_timestamp(
+    spark: SparkSession, bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    await fill(bootstrap, topic, 0, 20, tag="before")
+    await asyncio.sleep(0.05)
+    stamp = int(time.time() * 1000)
+    await asyncio.sleep(0.05)
+    await fill(bootstrap, topic, 0, 20, tag="after")
+    df = (
+        spark.read.format("consumergroup")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingTimestamp", str(stamp))
+        .load()
+    )
+    got = sorted((r.offset, bytes(r.value).decode()) for r in df.collect())
+    assert got == [(20 + i, f"after-0-{i}") for i in range(20)]
+
+
 async def test_a_topic_appearing_under_subscribe_pattern_mid_stream_is_read(
     spark: SparkSession, bootstrap: str, tmp_path: Path
 ) -> None:
@@ -244,6 +266,22 @@ async def test_fail_on_data_loss_fails_or_skips_when_the_log_shrank(
     assert sorted(
         bytes(v).decode() for o, v in got if o >= 10 and bytes(v).startswith(b"after")
     ) == [f"after-0-{i}" for i in range(5)]
+
+
+def test_a_failed_group_commit_is_logged_and_does_not_fail_the_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    opts = parse_options(
+        {"kafka.bootstrap.servers": dead, "subscribe": "t", "kafka.group.id": "mirror"},
+        streaming=True,
+    )
+    reader = cgspark.ConsumerGroupStreamReader(opts)
+    try:
+        reader.commit({"t": {"0": 5}})  # the broker is unreachable: nothing raises
+    finally:
+        reader.stop()
+    assert "could not commit the processed offsets to group 'mirror'" in caplog.text
 
 
 async def test_bad_options_unknown_topics_and_dead_brokers_fail_with_a_clear_message(
