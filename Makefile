@@ -17,10 +17,13 @@ demo: $(STAMP)
 	$(BIN)/consumergroup demo
 
 ## make test: the whole suite (unit + integration on the embedded broker), mypy --strict, ruff.
+## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
+## its JVM stay out of the other tests.
 test: $(STAMP)
 	$(BIN)/ruff check consumergroup tests examples bench
 	$(BIN)/mypy --strict consumergroup
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -m "not spark"
+	$(BIN)/pytest -q -p no:cacheprovider -m spark
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
 ## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`.

@@ -17,27 +17,29 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("pyspark", reason="needs the [spark] extra")
-
 from aiokafka import AIOKafkaProducer
-from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamReader, StreamingQuery
 
-import consumergroup.integrations.spark as cgspark
 from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
 from consumergroup.integrations._spark_options import parse_options
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.integration import spark_query_process
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamReader, StreamingQuery
+
+# pyspark is imported only when these tests run: `make test` runs them in a pytest process
+# of their own (-m spark), so neither its imports nor the JVM weigh on the other tests.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.skipif(not importlib.util.find_spec("pyspark"), reason="needs the [spark] extra"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -46,6 +48,9 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The run's one local[2] session, bound to loopback, workers on this interpreter."""
+    import consumergroup.integrations.spark as cgspark
+    from tests.integration import spark_query_process
+
     session = spark_query_process.local_session()
     session.sparkContext.setLogLevel("ERROR")
     cgspark.register(session)
@@ -239,6 +244,8 @@ async def test_a_topic_appearing_under_subscribe_pattern_mid_stream_is_read(
 async def test_fail_on_data_loss_fails_or_skips_when_the_log_shrank(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    from pyspark.errors import PySparkException
+
     port = free_port()
     topic = "shrinking"
     out, ck = tmp_path / "out", tmp_path / "ck"
@@ -276,7 +283,9 @@ def test_a_failed_group_commit_is_logged_and_does_not_fail_the_query(
         {"kafka.bootstrap.servers": dead, "subscribe": "t", "kafka.group.id": "mirror"},
         streaming=True,
     )
-    reader = cgspark.ConsumerGroupStreamReader(opts)
+    from consumergroup.integrations.spark import ConsumerGroupStreamReader
+
+    reader = ConsumerGroupStreamReader(opts)
     try:
         reader.commit({"t": {"0": 5}})  # the broker is unreachable: nothing raises
     finally:
@@ -287,6 +296,8 @@ def test_a_failed_group_commit_is_logged_and_does_not_fail_the_query(
 async def test_bad_options_unknown_topics_and_dead_brokers_fail_with_a_clear_message(
     spark: SparkSession, bootstrap: str, tmp_path: Path
 ) -> None:
+    from pyspark.errors import PySparkException
+
     with pytest.raises((PySparkException, AssertionError), match="maxOffsetsPerTrigger"):
         df = source(spark, bootstrap, subscribe="x", maxOffsetsPerTrigger="many").load()
         drain(df, tmp_path / "o1", tmp_path / "c1")
@@ -343,6 +354,8 @@ async def test_driver_killed_mid_query_restarts_from_the_checkpoint_without_loss
     committed = len(list((ck / "commits").glob("[0-9]*")))
     assert committed < 10, "the query finished before it could be killed mid-way"
     # A new driver (this process) takes the query over from the checkpoint.
+    from tests.integration import spark_query_process
+
     drain(spark_query_process.query(spark, bootstrap, topic), out, ck)
     got = rows(spark, out, "partition", "offset", "value")
     assert sorted(got) == sorted((p, o, f"v-{p}-{o}") for p in (0, 1) for o in range(1500))

@@ -144,6 +144,7 @@ def test_split_ranges_covers_each_range_exactly_in_proportion() -> None:
     ]
 
 
+@pytest.mark.spark  # imports pyspark: runs with the Spark tests, in their own process
 def test_arrow_batch_matches_sparks_schema_and_keeps_nulls_and_headers() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import (
