@@ -32,6 +32,11 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def _wide(text: str) -> tuple[int, int]:
+    parts, _, members = text.partition(":")
+    return int(parts), int(members or 1)
+
+
 def _peers(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     for name in names:
@@ -86,6 +91,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--scaling-n", type=int, help="messages in the partition-scaling topics (default --n)"
     )
     p.add_argument("--scaling-reps", type=int, help="reps of the scaling runs (default 1)")
+    p.add_argument(
+        "--wide",
+        default="5000:4",
+        help="PARTITIONS:MEMBERS of the wide scaling run (default 5000:4; 'none' to skip)",
+    )
     p.add_argument("--session-timeout", type=float, default=6.0, help="group peers (default 6)")
     p.add_argument("--heartbeat", type=float, default=1.0, help="group peers (default 1)")
     p.add_argument(
@@ -211,6 +221,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 args.scaling_reps,
                 args.batch_bytes,
                 args.timeout,
+                None if args.wide == "none" else _wide(args.wide),
             )
         if "spark" in args.only:
             from . import spark_source  # imports pyspark: only when the section runs

@@ -724,8 +724,10 @@ async def scaling(
     reps: int,
     batch_bytes: int,
     timeout: float,
+    wide: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """1 -> K members on ``base``; then 8 -> 1000 partitions on one member."""
+    """1 -> K members on ``base``; then 8 -> 1000 partitions on one member; then
+    ``wide`` = (partitions, members): that many members on a topic that wide."""
     out: dict[str, Any] = {"members": {}, "partitions": {}, "loads": {}, "errors": {}}
     for k in member_counts:
         runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
@@ -767,4 +769,30 @@ async def scaling(
         out["partitions"][parts] = res["median"]
         for peer, err in res["errors"].items():
             out["errors"][f"{peer} partitions={parts}"] = err
+    if wide:
+        parts, k = wide
+        topic = await create_topic(bootstrap, parts, f"w{parts}")
+        log(f"loading {scaling_n:,} messages into {parts} partitions")
+        loaded = await load(
+            bootstrap,
+            topic,
+            parts,
+            scaling_n,
+            base.size,
+            base.key_size,
+            base.compression,
+            batch_bytes,
+        )
+        out["loads"][f"wide{parts}"] = loaded.as_dict()
+        wide_runs: dict[str, dict[str, Any]] = {}
+        for peer in peers:
+            log(f"scaling {parts} partitions over {k} members: {peer}")
+            try:
+                wide_runs[peer] = await members_once(ps, peer, loaded, k, timeout)
+            except PeerFailed as exc:
+                log(f"  FAILED: {exc}")
+                out["errors"][f"{peer} {parts} partitions x{k}"] = str(exc)
+                continue
+            log(f"  {wide_runs[peer]['msgs_per_s']:,.0f} msgs/s")
+        out["wide"] = {"partitions": parts, "members": k, "n": scaling_n, "peers": wide_runs}
     return out

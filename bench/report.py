@@ -85,8 +85,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         r_lo = parts[lo].get("cg_batches", {}).get("msgs_per_s")
         r_hi = parts[hi].get("cg_batches", {}).get("msgs_per_s")
         add(f"batches() {hi} partitions vs {lo} partitions msgs/s", _ratio(r_hi, r_lo), 0.7)
+        c_lo = parts[lo].get("cg_batches", {}).get("steady_cpu_us_per_msg")
+        c_hi = parts[hi].get("cg_batches", {}).get("steady_cpu_us_per_msg")
+        add(
+            f"batches() steady CPU/msg at {hi} partitions vs {lo}",
+            _ratio(c_hi, c_lo),
+            1.3,
+            higher=False,
+        )
     else:
         add("batches() 1000 partitions vs 8 partitions msgs/s", None, 0.7)
+        add("batches() steady CPU/msg at 1000 partitions vs 8", None, 1.3, higher=False)
     return out
 
 
@@ -180,7 +189,7 @@ def markdown(results: dict[str, Any]) -> str:
         if parts:
             peers = sorted({p for row in parts.values() for p in row}, key=list(PEERS).index)
             lines += [
-                "## Scaling: partitions on one member (msgs/s, peak RSS)",
+                "## Scaling: partitions on one member (msgs/s, peak RSS, steady CPU us/msg)",
                 "",
                 "| partitions | " + " | ".join(PEERS[p] for p in peers) + " |",
                 "|---:|" + "---:|" * len(peers),
@@ -190,9 +199,27 @@ def markdown(results: dict[str, Any]) -> str:
                 for p in peers:
                     m = row.get(p)
                     cells.append(
-                        "-" if m is None else f"{m['msgs_per_s']:,.0f} ({m['rss_mb']:.0f} MB)"
+                        "-"
+                        if m is None
+                        else f"{m['msgs_per_s']:,.0f} ({m['rss_mb']:.0f} MB, "
+                        f"{_f(m.get('steady_cpu_us_per_msg'), '.2f')} us)"
                     )
                 lines.append(f"| {k} | " + " | ".join(cells) + " |")
+            lines.append("")
+        wide = sc.get("wide")
+        if wide:
+            lines += [
+                f"## Scaling: {wide['partitions']:,} partitions over {wide['members']} members "
+                "(whole topic, msgs/s; RSS/CPU summed)",
+                "",
+                "| peer | msgs/s | RSS (MB) | CPU (s) | CPU us/msg |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            for p, m in wide["peers"].items():
+                lines.append(
+                    f"| {PEERS[p]} | {m['msgs_per_s']:,.0f} | {m['rss_mb_total']:.0f} "
+                    f"| {m['cpu_s_total']:.1f} | {m['cpu_s_total'] / wide['n'] * 1e6:.2f} |"
+                )
             lines.append("")
         for what, err in sc["errors"].items():
             lines.append(f"- scaling {what} FAILED: {err.splitlines()[0]}")
