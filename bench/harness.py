@@ -713,6 +713,19 @@ async def members_once(
     }
 
 
+async def load_like(
+    bootstrap: str, base: Loaded, partitions: int, n: int, batch_bytes: int, prefix: str
+) -> Loaded:
+    """A fresh topic of ``partitions`` loaded with ``n`` messages shaped like ``base``'s."""
+    topic = await create_topic(bootstrap, partitions, prefix)
+    log(f"loading {n:,} messages into {partitions} partitions")
+    loaded = await load(
+        bootstrap, topic, partitions, n, base.size, base.key_size, base.compression, batch_bytes
+    )
+    log(f"  loaded in {loaded.seconds:.1f}s")
+    return loaded
+
+
 async def scaling(
     ps: Procs,
     bootstrap: str,
@@ -750,20 +763,8 @@ async def scaling(
         if parts == base.partitions and scaling_n == base.n:
             loaded = base
         else:
-            topic = await create_topic(bootstrap, parts, f"p{parts}")
-            log(f"loading {scaling_n:,} messages into {parts} partitions")
-            loaded = await load(
-                bootstrap,
-                topic,
-                parts,
-                scaling_n,
-                base.size,
-                base.key_size,
-                base.compression,
-                batch_bytes,
-            )
+            loaded = await load_like(bootstrap, base, parts, scaling_n, batch_bytes, f"p{parts}")
             out["loads"][parts] = loaded.as_dict()
-            log(f"  loaded in {loaded.seconds:.1f}s")
         label = f"scaling partitions={parts}"
         res = await throughput(ps, peers, loaded, reps, timeout, label=label)
         out["partitions"][parts] = res["median"]
@@ -771,18 +772,7 @@ async def scaling(
             out["errors"][f"{peer} partitions={parts}"] = err
     if wide:
         parts, k = wide
-        topic = await create_topic(bootstrap, parts, f"w{parts}")
-        log(f"loading {scaling_n:,} messages into {parts} partitions")
-        loaded = await load(
-            bootstrap,
-            topic,
-            parts,
-            scaling_n,
-            base.size,
-            base.key_size,
-            base.compression,
-            batch_bytes,
-        )
+        loaded = await load_like(bootstrap, base, parts, scaling_n, batch_bytes, f"w{parts}")
         out["loads"][f"wide{parts}"] = loaded.as_dict()
         wide_runs: dict[str, dict[str, Any]] = {}
         for peer in peers:
