@@ -1,12 +1,14 @@
-"""The short chaos profile (~10 fault cycles, 3-4 member processes) as part of ``make test``.
+"""The short chaos profile (11 fault cycles, 3-4 member processes) as part of ``make test``.
 
-``make chaos`` runs the long one. Reproduce a run with ``CHAOS_SEED=<seed>``.
+``make chaos`` runs the long one. Reproduce a run with ``CHAOS_SEED=<seed>``; the
+members' record, status and log files stay in the directory the report names when
+the run breaks an invariant.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import shutil
 
 import pytest
 
@@ -19,15 +21,16 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 @pytest.mark.xfail(
     raises=AssertionError,
     strict=False,
-    reason="the runtime does not survive the faults yet (issue 8): a broker outage or a "
-    "dropped Metadata answer while starting ends run() with NoBrokersAvailableError "
-    "(defects 3, 5, 17); close() then raises it and leaves the metadata-refresh task; "
-    "close(timeout=10) overruns after SIGSTOP (defect 18)",
-)
-async def test_short_chaos_profile_keeps_every_invariant(tmp_path: Path) -> None:
+    reason="intermittent, 1 of 6 short runs on main cc81e61 (16:25): after the total outage "
+    "some partitions were never consumed again (878 of ~2150 records unhandled, partition 5 "
+    "committed 92 of 362 when the 90 s drain ended); the other 5 runs and the long profile "
+    "kept every invariant",
+))
+async def test_short_chaos_profile_keeps_every_invariant() -> None:
     seed = int(os.environ.get("CHAOS_SEED", "20261123"))
-    run = ChaosRun(PROFILES["short"], seed, tmp_path)
+    run = ChaosRun(PROFILES["short"], seed)
     report = await run.run()
     print(report.format())
     assert not report.violations, report.format()
     assert report.cycles == PROFILES["short"].cycles
+    shutil.rmtree(run.workdir)  # kept when an invariant broke, for the post-mortem
