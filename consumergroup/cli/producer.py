@@ -37,14 +37,17 @@ Header = tuple[str, bytes | None]
 
 
 def build_batch(
-    records: Sequence[Record], timestamp_ms: int | None = None, headers: Sequence[Header] = ()
+    records: Sequence[Record],
+    timestamp_ms: int | None = None,
+    headers: Sequence[Header] = (),
+    compression_type: int = 0,
 ) -> bytes:
-    """Encode ``records`` as one uncompressed v2 record batch (offset deltas 0..n-1),
-    every record carrying ``headers``."""
+    """Encode ``records`` as one v2 record batch (offset deltas 0..n-1), every record
+    carrying ``headers``; ``compression_type`` is the batch attribute's codec (0: none)."""
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     builder = DefaultRecordBatchBuilder(
         magic=2,
-        compression_type=0,
+        compression_type=compression_type,
         is_transactional=0,
         producer_id=-1,
         producer_epoch=-1,

@@ -4,8 +4,8 @@ Real brokers (Kafka >= 0.10.1, Tansu) return at least one whole batch however
 small the partition fetch size, so the fetch-size growth and skip paths, and
 the partition error paths a single-node broker never produces, are driven here
 with aiokafka's real FetchResponse v11 structs and record batches built by
-aiokafka's DefaultRecordBatchBuilder. No network: ``_handle`` never touches the
-client.
+``consumergroup.cli.producer.build_batch`` (aiokafka's DefaultRecordBatchBuilder).
+No network: ``_handle`` never touches the client.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from aiokafka.protocol.fetch import FetchResponse_v11
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 import consumergroup as cg
+from consumergroup.cli.producer import build_batch
 from consumergroup.client import Client
 from consumergroup.consumer.broker import BrokerConsumer
 from consumergroup.consumer.partition import PartitionConsumer
@@ -42,18 +42,7 @@ def buffered_offsets(pc: PartitionConsumer) -> list[int]:
 
 def batch(base: int, count: int, size: int = 10) -> bytes:
     """One v2 record batch holding offsets ``base .. base+count-1`` (values of ``size`` bytes)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(count):
-        builder.append(i, timestamp=TS + i, key=None, value=bytes([48 + i % 10]) * size, headers=[])
-    data = bytearray(builder.build())
+    data = bytearray(build_batch([(None, bytes([48 + i % 10]) * size) for i in range(count)], TS))
     struct.pack_into(">q", data, 0, base)  # the broker assigns the base offset
     return bytes(data)
 
@@ -276,18 +265,7 @@ async def test_undecodable_payload_fails_the_partition_when_read() -> None:
     fetch task and fails when the reader decodes it: the records before it are delivered,
     then the iterator raises ConsumerError."""
     h = Harness(cg.Config())
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=3,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(3):
-        builder.append(i, timestamp=TS, key=None, value=b"v" * 50, headers=[])
-    bad = bytearray(builder.build())
+    bad = bytearray(build_batch([(None, b"v" * 50)] * 3, TS, compression_type=3))  # lz4
     struct.pack_into(">q", bad, 0, 3)
     bad[61:] = b"\xff" * (len(bad) - 61)  # 61 = v2 batch header: the lz4 frame is garbage
     records = batch(0, 3) + bytes(bad)
