@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import consumergroup as cg
 
-from ._common import Recorder, cpu_now, emit, parse_args, usage, watch_stdin
+from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
 
 Api = Literal["batches", "messages", "batches_keep"]
 
@@ -188,16 +188,13 @@ async def amain(api: Api) -> None:
         if stream:
             rec.result()
         else:
-            emit(
-                {
-                    "ev": "result",
-                    "count": state.count,
-                    "n_first": state.n_first,
-                    "cpu_first": state.cpu_first,
-                    "t_first": state.t_first,
-                    "t_last": state.t_last,
-                    **state.usage_at_last,
-                }
+            emit_throughput(
+                state.count,
+                state.n_first,
+                state.cpu_first,
+                state.t_first,
+                state.t_last,
+                **state.usage_at_last,
             )
         await group.close()
         await runner

@@ -81,6 +81,25 @@ def emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def emit_throughput(
+    count: int, n_first: int, cpu_first: float, t_first: float, t_last: float, **extra: Any
+) -> None:
+    """The throughput-mode final report: ``count`` messages, the first ``n_first`` of them
+    by ``t_first`` with ``cpu_first`` CPU seconds spent, the last at ``t_last``; ``extra``:
+    the rusage fields (:func:`usage`) and any of the peer's own."""
+    emit(
+        {
+            "ev": "result",
+            "count": count,
+            "n_first": n_first,
+            "cpu_first": cpu_first,
+            "t_first": t_first,
+            "t_last": t_last,
+            **extra,
+        }
+    )
+
+
 def cpu_now() -> float:
     """User + system CPU seconds of this process so far."""
     ru = resource.getrusage(resource.RUSAGE_SELF)

@@ -13,7 +13,7 @@ import time
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
-from ._common import Recorder, cpu_now, emit, parse_args, usage, watch_stdin
+from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -78,17 +78,7 @@ async def amain(keep: bool = False) -> None:
                 if count >= expect:
                     t_last = time.monotonic()
                     break
-            emit(
-                {
-                    "ev": "result",
-                    "count": count,
-                    "n_first": n_first,
-                    "cpu_first": cpu_first,
-                    "t_first": t_first,
-                    "t_last": t_last,
-                    **usage(),
-                }
-            )
+            emit_throughput(count, n_first, cpu_first, t_first, t_last, **usage())
     finally:
         await consumer.stop()
 

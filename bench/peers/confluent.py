@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from ._common import Recorder, cpu_now, emit, parse_args, usage, watch_stdin
+from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
 
 
 def main() -> None:
@@ -87,17 +87,8 @@ def main() -> None:
                 if count - errors >= expect:
                     t_last = time.monotonic()
                     break
-            emit(
-                {
-                    "ev": "result",
-                    "count": count - errors,
-                    "errors": errors,
-                    "n_first": n_first,
-                    "cpu_first": cpu_first,
-                    "t_first": t_first,
-                    "t_last": t_last,
-                    **usage(),
-                }
+            emit_throughput(
+                count - errors, n_first, cpu_first, t_first, t_last, errors=errors, **usage()
             )
     finally:
         consumer.close()

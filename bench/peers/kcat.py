@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from ._common import emit, parse_args
+from ._common import emit, emit_throughput, parse_args
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -127,20 +127,17 @@ def main() -> None:
     for libdir in env.get("LD_LIBRARY_PATH", "").split(":"):
         if os.path.basename(libdir).startswith("bench-kcat-"):
             shutil.rmtree(libdir, ignore_errors=True)
-    emit(
-        {
-            "ev": "result",
-            "count": count,
-            "n_first": n_first,
-            "cpu_first": cpu_first,
-            "t_first": t_first,
-            "t_last": t_last,
-            "maxrss_kb": hwm or ru.ru_maxrss,
-            "ru_maxrss_kb": ru.ru_maxrss,
-            "cpu_user": ru.ru_utime,
-            "cpu_sys": ru.ru_stime,
-            "exit_status": status,
-        }
+    emit_throughput(
+        count,
+        n_first,
+        cpu_first,
+        t_first,
+        t_last,
+        maxrss_kb=hwm or ru.ru_maxrss,
+        ru_maxrss_kb=ru.ru_maxrss,
+        cpu_user=ru.ru_utime,
+        cpu_sys=ru.ru_stime,
+        exit_status=status,
     )
 
 
