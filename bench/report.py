@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .harness import PEERS
@@ -27,17 +28,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     med = results.get("throughput", {}).get("median", {})
 
-    def rate(peer: str) -> float | None:
-        value = med.get(peer, {}).get("msgs_per_s")
-        return None if value is None else float(value)
+    def metric(key: str) -> Callable[[str], float | None]:
+        """A peer's median ``key`` (None where it was not measured)."""
 
-    def cpu(peer: str) -> float | None:
-        value = med.get(peer, {}).get("steady_cpu_us_per_msg")
-        return None if value is None else float(value)
+        def of(peer: str) -> float | None:
+            value = med.get(peer, {}).get(key)
+            return None if value is None else float(value)
 
-    def rss(peer: str) -> float | None:
-        value = med.get(peer, {}).get("rss_mb")
-        return None if value is None else float(value)
+        return of
+
+    rate, cpu, rss = metric("msgs_per_s"), metric("steady_cpu_us_per_msg"), metric("rss_mb")
 
     def add(name: str, value: float | None, need: float, higher: bool = True) -> None:
         ok = None if value is None else (value >= need if higher else value <= need)
