@@ -274,20 +274,27 @@ _FC = TypeVar("_FC", bound=Callable[..., Any])
 def ranged(
     name: str,
     bounds: click.IntRange | click.FloatRange,
-    default: float,
+    default: float | None,
     help: str,
     *,
     seconds: bool = False,
+    short: str | None = None,
 ) -> Callable[[_FC], _FC]:
-    """An option whose ``--help`` shows its range and default; ``seconds``: a duration."""
+    """An option whose ``--help`` shows its range and default (None: unset, nothing shown);
+    ``seconds``: a duration; ``short``: its one-letter alias."""
     return click.option(
-        name,
+        *((name, short) if short else (name,)),
         type=bounds,
         default=default,
         show_default=True,
         metavar="SECONDS" if seconds else None,
         help=help,
     )
+
+
+def topics_option(help: str, *, required: bool = False) -> Callable[[_FC], _FC]:
+    """``--topic``/``-t``, repeatable, passed as the tuple ``topics``."""
+    return click.option("--topic", "-t", "topics", multiple=True, required=required, help=help)
 
 
 class Output:

@@ -53,6 +53,7 @@ from ._common import (
     run_command,
     signals,
     status,
+    topics_option,
 )
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,7 @@ def _parse_offset(text: str | None, from_beginning: bool) -> int:
 
 @click.command()
 @click.option("--group", "-g", help="Consumer group id to join (or use --partition).")
-@click.option(
-    "--topic", "-t", "topics", multiple=True, required=True, help="Topic to consume (repeatable)."
-)
+@topics_option("Topic to consume (repeatable).", required=True)
 @click.option(
     "--partition",
     "-p",
@@ -175,19 +174,19 @@ def _parse_offset(text: str | None, from_beginning: bool) -> int:
     help="One line of text per message, or one JSON object per line.",
 )
 @click.option("--rate", is_flag=True, help="Print a messages/s line per second, not messages.")
-@click.option(
+@ranged(
     "--max-messages",
-    "-n",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop cleanly after this many messages.",
+    click.IntRange(min=1),
+    None,
+    "Stop cleanly after this many messages.",
+    short="-n",
 )
-@click.option(
+@ranged(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Stop cleanly after this many seconds (joining included).",
+    click.FloatRange(min=0, min_open=True),
+    None,
+    "Stop cleanly after this many seconds (joining included).",
+    seconds=True,
 )
 @ranged("--width", click.IntRange(min=8), 200, "Truncate text values to this many characters.")
 @ranged(

@@ -11,7 +11,7 @@ import click
 from ..admin import ClusterAdmin, TopicPartition
 from ..errors import UnknownTopicOrPartitionError
 from ._cluster import ClusterOptions, cluster_options
-from ._common import EXIT_OK, CliError, CliFailure, run_command, status
+from ._common import EXIT_OK, CliError, CliFailure, run_command, status, topics_option
 from ._output import json_option, print_json, print_table
 
 
@@ -58,13 +58,7 @@ class _LagRow:
 
 @click.command()
 @click.argument("group")
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    help="Only this topic (repeatable; default: every topic the group has offsets on).",
-)
+@topics_option("Only this topic (repeatable; default: every topic the group has offsets on).")
 @cluster_options
 @json_option
 def lag(group: str, topics: tuple[str, ...], cluster: ClusterOptions, as_json: bool) -> None:
@@ -147,14 +141,7 @@ async def _targets(
 
 @click.command("reset-offsets")
 @click.argument("group")
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    required=True,
-    help="TOPIC (every partition) or TOPIC:0,1 (repeatable).",
-)
+@topics_option("TOPIC (every partition) or TOPIC:0,1 (repeatable).", required=True)
 @click.option("--to-earliest", is_flag=True, help="The first offset.")
 @click.option("--to-latest", is_flag=True, help="The end offset.")
 @click.option("--to-offset", type=click.IntRange(min=0), help="This offset (clamped to the log).")

@@ -6,25 +6,18 @@ import click
 
 from ..errors import TopicAlreadyExistsError
 from ._cluster import ClusterOptions, cluster_options
-from ._common import EXIT_OK, CliFailure, run_command, status
+from ._common import EXIT_OK, CliFailure, ranged, run_command, status
 from ._output import json_option, print_json, print_table
 
 
 @click.command()
 @click.option("--create", "create", metavar="NAME", help="Create topic NAME instead of listing.")
-@click.option(
-    "--partitions",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Partitions of the topic to --create.",
-)
-@click.option(
+@ranged("--partitions", click.IntRange(min=1), 1, "Partitions of the topic to --create.")
+@ranged(
     "--replication-factor",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Replicas of each partition of the topic to --create.",
+    click.IntRange(min=1),
+    1,
+    "Replicas of each partition of the topic to --create.",
 )
 @click.option("--internal", is_flag=True, help="List internal topics (__consumer_offsets) too.")
 @cluster_options
