@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,21 +58,41 @@ def kill_tree(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+@contextlib.asynccontextmanager
+async def reaped(proc: asyncio.subprocess.Process) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Leave nothing behind: when the block ends with ``proc`` still running (a failed
+    assertion, a timeout, pytest-timeout's cancellation), kill it and everything it started."""
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            kill_tree(proc)
+            await proc.wait()
+
+
+async def finish(
+    proc: asyncio.subprocess.Process, what: str, timeout: float, stdin: bytes | None = None
+) -> tuple[bytes, bytes]:
+    """Feed ``stdin`` to ``proc`` and wait for it to exit: its (stdout, stderr). Killed and
+    failed after ``timeout`` seconds, the failure naming ``what`` and showing its output."""
+    async with reaped(proc):
+        try:
+            return await asyncio.wait_for(proc.communicate(stdin), timeout)
+        except TimeoutError:
+            kill_tree(proc)
+            out, err = await proc.communicate()
+            pytest.fail(
+                f"{what} ran over {timeout}s:\n{out.decode(errors='replace')}\n"
+                f"{err.decode(errors='replace')}"
+            )
+
+
 async def run_cli(
     *args: str, timeout: float = 90.0, env: dict[str, str] | None = None, stdin: bytes = b""
 ) -> Result:
     """Run the command to completion with ``stdin`` as its input (killed and failed after
     ``timeout`` seconds)."""
     proc = await spawn(*args, env=env, stdin=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except TimeoutError:
-        kill_tree(proc)
-        out, err = await proc.communicate()
-        pytest.fail(f"{args} ran over {timeout}s; stderr:\n{err.decode(errors='replace')}")
-    finally:
-        if proc.returncode is None:  # cancelled (pytest-timeout): leave nothing behind
-            kill_tree(proc)
-            await proc.wait()
+    out, err = await finish(proc, str(args), timeout, stdin)
     assert proc.returncode is not None
     return Result(proc.returncode, out.decode(), err.decode())

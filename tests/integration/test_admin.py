@@ -30,7 +30,7 @@ from consumergroup.errors import NonEmptyGroupError
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import KafkaFrameProxy, ProxyLink, produce
-from tests.integration.cli_support import FAST, Result, kill_tree, run_cli, spawn
+from tests.integration.cli_support import FAST, Result, reaped, run_cli, spawn
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
 pytestmark = pytest.mark.slow
@@ -401,16 +401,12 @@ async def test_a_signal_while_connecting_stops_at_once_with_exit_0() -> None:
     port = server.sockets[0].getsockname()[1]
     try:
         proc = await spawn("groups", "-b", f"127.0.0.1:{port}", "--connect-timeout", "60")
-        try:
+        async with reaped(proc):
             async with asyncio.timeout(30):
                 await connected.wait()
             proc.send_signal(signal.SIGTERM)
             async with asyncio.timeout(5):
                 _, err = await proc.communicate()
-        finally:
-            if proc.returncode is None:
-                kill_tree(proc)
-                await proc.wait()
     finally:
         server.close()
     assert proc.returncode == 0, err.decode()

@@ -23,7 +23,7 @@ from consumergroup.cli import render_bytes
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.cli_support import FAST, cli_env, kill_tree, run_cli, spawn
+from tests.integration.cli_support import FAST, cli_env, reaped, run_cli, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +151,7 @@ async def test_a_signal_closes_cleanly_with_a_final_commit(
     )  # fmt: skip
     assert proc.stdout is not None
     seen: list[str] = []
-    try:
+    async with reaped(proc):
         async with asyncio.timeout(60):
             while len(seen) < 12:
                 line = await proc.stdout.readline()
@@ -162,10 +162,6 @@ async def test_a_signal_closes_cleanly_with_a_final_commit(
         proc.send_signal(sig)
         async with asyncio.timeout(15):  # a clean close is quick: commit + LeaveGroup
             rest, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            kill_tree(proc)
-            await proc.wait()
     assert proc.returncode == 0, err.decode()
     assert rest == b""
     stderr = err.decode()
@@ -298,7 +294,7 @@ async def test_produce_sends_lines_as_they_come_and_stops_on_sigterm(
     topic = await new_topic(partitions=1)
     proc = await spawn("produce", "-b", bootstrap, "-t", topic, stdin=asyncio.subprocess.PIPE)
     assert proc.stdin is not None
-    try:
+    async with reaped(proc):
         proc.stdin.write(b"one\ntwo\n")  # the pipe stays open: more input could follow
         await proc.stdin.drain()
         async with ClusterAdmin([bootstrap]) as admin:
@@ -311,10 +307,6 @@ async def test_produce_sends_lines_as_they_come_and_stops_on_sigterm(
         proc.send_signal(signal.SIGTERM)
         async with asyncio.timeout(10):
             _, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            kill_tree(proc)
-            await proc.wait()
     assert proc.returncode == 0, err.decode()
     assert f"produced 2 records to {topic} (stopped by SIGTERM)" in err.decode()
 
@@ -368,7 +360,7 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
     proc = await spawn("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
                        "--session-timeout", "20", "--timeout", "120")  # fmt: skip
     assert proc.stderr is not None
-    try:
+    async with reaped(proc):
         async with asyncio.timeout(30):  # the signal handlers are in place from this line on
             assert b"joining group" in await proc.stderr.readline()
         await asyncio.sleep(1.0)  # inside the JoinGroup that Tansu holds for ~10 s
@@ -378,10 +370,6 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
         async with asyncio.timeout(30):
             _, err = await proc.communicate()
         took = asyncio.get_running_loop().time() - started
-    finally:
-        if proc.returncode is None:
-            kill_tree(proc)
-            await proc.wait()
     stderr = err.decode()
     assert proc.returncode == 0, stderr
     assert took < 5.0, f"the stop took {took:.1f}s:\n{stderr}"
@@ -410,17 +398,13 @@ async def test_a_broker_lost_mid_run_ends_in_one_line_never_a_traceback() -> Non
         proc = await spawn("consume", "-b", broker.bootstrap, "-g", unique(), "-t", "lost",
                            "--timeout", "20", "--connect-timeout", "2", *FAST)  # fmt: skip
         assert proc.stderr is not None
-        try:
+        async with reaped(proc):
             async with asyncio.timeout(60):
                 assert b"joining group" in await proc.stderr.readline()
                 joined = await proc.stderr.readline()
                 assert b"joined group" in joined, joined
                 await broker.close()
                 _, rest = await proc.communicate()
-        finally:
-            if proc.returncode is None:
-                kill_tree(proc)
-                await proc.wait()
     stderr = rest.decode()
     assert "Traceback" not in stderr and "ExceptionGroup" not in stderr, stderr
     if proc.returncode == 1:

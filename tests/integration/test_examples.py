@@ -15,7 +15,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -25,39 +24,29 @@ from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
+from tests.integration.cli_support import ROOT, finish, reaped
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def kill_tree(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the example and everything it started (its process group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def run_example(name: str, *args: str, timeout: float = 90.0) -> str:
-    """Run ``examples/<name>`` to completion; return its stdout (exit 0 asserted)."""
+async def spawn_example(name: str, *args: str) -> asyncio.subprocess.Process:
+    """Start ``examples/<name>`` standalone unless ``args`` pass a bootstrap, in its own
+    process group: killing the group kills the embedded broker it started too."""
     env = dict(os.environ)
-    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # standalone unless a bootstrap is passed
-    # Its own process group: on a timeout, the embedded broker it started dies with it.
-    proc = await asyncio.create_subprocess_exec(
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    return await asyncio.create_subprocess_exec(
         sys.executable, str(EXAMPLES / name), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
         start_new_session=True,
     )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        kill_tree(proc)
-        out, err = await proc.communicate()
-        pytest.fail(f"{name} ran over {timeout}s:\n{out.decode()}\n{err.decode()}")
-    finally:
-        if proc.returncode is None:  # cancelled (pytest-timeout): leave nothing behind
-            kill_tree(proc)
-            await proc.wait()
+
+
+async def run_example(name: str, *args: str, timeout: float = 90.0) -> str:
+    """Run ``examples/<name>`` to completion; return its stdout (exit 0 asserted)."""
+    proc = await spawn_example(name, *args)
+    out, err = await finish(proc, name, timeout)
     assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{out.decode()}{err.decode()}"
     assert "Traceback" not in err.decode()
     return out.decode()
@@ -153,14 +142,8 @@ def free_port() -> int:
 @pytest.mark.parametrize("name", ["fastapi_service.py", "aiohttp_service.py"])
 async def test_service_standalone_serves_totals_health_and_metrics_then_stops(name: str) -> None:
     port = free_port()
-    env = dict(os.environ)
-    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(EXAMPLES / name), "--port", str(port),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
+    proc = await spawn_example(name, "--port", str(port))
+    async with reaped(proc):
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
             deadline = time.monotonic() + 90
             stats: dict[str, object] = {}
@@ -181,9 +164,5 @@ async def test_service_standalone_serves_totals_health_and_metrics_then_stops(na
         proc.send_signal(signal.SIGTERM)
         # Shutting down closes the group (final commit, LeaveGroup) and the embedded broker.
         out, err = await asyncio.wait_for(proc.communicate(), 30)
-    finally:
-        if proc.returncode is None:
-            kill_tree(proc)
-            await proc.wait()
     assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{out.decode()}{err.decode()}"
     assert "Traceback" not in err.decode(), err.decode()
