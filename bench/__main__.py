@@ -21,11 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from . import harness
-from .harness import PEERS, log
+from .harness import COOPERATIVE_PEERS, PEERS, log
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SECTIONS = ("throughput", "rebalance", "scaling", "spark")
+#: Eager vs cooperative for us and for librdkafka, and aiokafka (eager only).
+REBALANCE_PEERS = (
+    "cg_messages",
+    "cg_messages_coop",
+    "confluent",
+    "confluent_coop",
+    "aiokafka_getmany",
+)
 
 
 def _ints(text: str) -> list[int]:
@@ -67,12 +75,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 100k messages, 1 rep")
     p.add_argument("--bootstrap", help="use this cluster instead of the embedded broker")
-    p.add_argument("--peers", type=_peers, default=list(PEERS), help="throughput peers")
+    p.add_argument(
+        "--peers",
+        type=_peers,
+        default=[p for p in PEERS if p not in COOPERATIVE_PEERS],
+        help="throughput peers (default: all but the cooperative twins)",
+    )
     p.add_argument(
         "--rebalance-peers",
         type=_peers,
-        default=["cg_messages", "aiokafka_getmany"],
-        help="rebalance peers (default cg_messages,aiokafka_getmany)",
+        default=list(REBALANCE_PEERS),
+        help=f"rebalance peers (default {','.join(REBALANCE_PEERS)})",
     )
     p.add_argument(
         "--scaling-peers",

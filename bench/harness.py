@@ -35,7 +35,12 @@ PEERS = {
     "cg_batches_keep": "consumergroup batches(), keeping all",
     "aiokafka_keep": "aiokafka getmany(), keeping all",
     "kcat": "kcat (librdkafka, C)",
+    "cg_messages_coop": "consumergroup messages()+mark, cooperative-sticky",
+    "confluent_coop": "confluent-kafka consume(), cooperative-sticky",
 }
+
+#: Peers that differ from another only in the rebalance protocol: rebalance section only.
+COOPERATIVE_PEERS = ("cg_messages_coop", "confluent_coop")
 
 
 def log(msg: str) -> None:
@@ -433,7 +438,8 @@ async def throughput(
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    # Keys from every run: a metric can be None in one run (no unmoved partition) only.
+    keys = list(dict.fromkeys(k for r in runs for k, v in r.items() if isinstance(v, (int, float))))
     return {
         k: statistics.median(r[k] for r in runs if r.get(k) is not None)
         for k in keys
@@ -503,6 +509,64 @@ def _coverage(items: list[tuple[int, float, int, int]]) -> dict[int, tuple[int, 
     return out
 
 
+def _owned(m: PeerProc, until: float = float("inf")) -> dict[int, float]:
+    """partition -> when ``m`` (last) gained it, from its assigned/revoked events up to ``until``.
+
+    Eager peers report their whole assignment on both events, cooperative ones the
+    increments; adding and removing in order gives the owned set either way.
+    """
+    owned: dict[int, float] = {}
+    for e in list(m.events):
+        if e.get("t", until) > until:
+            break
+        if e["ev"] == "assigned":
+            for p in e.get("parts", []):
+                owned.setdefault(p, e["t"])
+        elif e["ev"] == "revoked":
+            for p in e.get("parts", []):
+                owned.pop(p, None)
+    return owned
+
+
+def _last_deliverer(members: list[PeerProc], before: float) -> dict[int, int]:
+    """partition -> index of the member that delivered its last record before ``before``."""
+    last: dict[int, tuple[float, int]] = {}
+    for i, m in enumerate(members):
+        for p, t, _n, _o in m.items:
+            if t < before and t >= last.get(p, (-1.0, 0))[0]:
+                last[p] = (t, i)
+    return {p: i for p, (_t, i) in last.items()}
+
+
+def _all_flowing(
+    members: list[PeerProc], t_join: float, partitions: int, until: float = float("inf")
+) -> float | None:
+    """When every partition flows again at its owner after the join (None: not yet).
+
+    Per partition: the member that delivered it last, which must own it at ``until``
+    (the end of the run: the peers revoke everything when they stop); its first delivery
+    at or after both the join and the time it gained the partition; the latest over
+    partitions. The newcomer must be delivering (else nothing has been rebalanced yet).
+    """
+    newcomer = members[-1]
+    if not newcomer.items:
+        return None
+    owner = _last_deliverer(members, float("inf"))
+    if len(owner) < partitions:
+        return None
+    gained = [_owned(m, until) for m in members]
+    latest = 0.0
+    for p, i in owner.items():
+        if p not in gained[i]:
+            return None
+        since = max(t_join, gained[i][p])
+        t = next((t for q, t, _n, _o in members[i].items if q == p and t >= since), None)
+        if t is None:
+            return None
+        latest = max(latest, t)
+    return latest
+
+
 async def rebalance_once(
     ps: Procs,
     bootstrap: str,
@@ -538,13 +602,11 @@ async def rebalance_once(
             for m in members:
                 if m.proc.returncode is not None:
                     raise PeerFailed(f"{peer} exited early; stderr:\n{m.stderr_tail()}")
-            assigned = [m for m in members if m.first("assigned")]
             last_assign = max(
                 (e["t"] for m in members for e in m.events if e["ev"] == "assigned"), default=0
             )
             if (
-                len(assigned) == 2
-                and last_assign
+                all(_owned(m) for m in members)
                 and time.monotonic() - last_assign > 1.0
                 and all_partitions_flowing(last_assign)
             ):
@@ -565,7 +627,7 @@ async def rebalance_once(
             if start is None:
                 continue
             t_join = start["t"]
-            t_all = _all_consuming(members, t_join)
+            t_all = _all_flowing(members, t_join, partitions)
             if t_all is not None and time.monotonic() - t_all > settle:
                 break
         if t_join is None or t_all is None:
@@ -583,7 +645,7 @@ async def rebalance_once(
         with contextlib.suppress(Exception):
             await asyncio.wait_for(producer, 30)
     # Recompute with every record in (the last flush arrives on stop).
-    t_all = _all_consuming(members, t_join) or t_all
+    t_all = _all_flowing(members, t_join, partitions, t_end) or t_all
     by_partition: dict[int, list[float]] = {}
     for m in members:
         for p, t, _n, _o in m.items:
@@ -592,6 +654,14 @@ async def rebalance_once(
         ts.sort()
     pauses = {p: _max_gap(ts, t_join, t_end) for p, ts in by_partition.items()}
     baseline = {p: _max_gap(ts, t_join - warmup, t_join - 0.05) for p, ts in by_partition.items()}
+    # A partition moved when the member delivering it after the rebalance is not the one
+    # that delivered it before the join.
+    before = _last_deliverer(members, t_join)
+    after = _last_deliverer(members, float("inf"))
+    moved = [p for p in pauses if before.get(p) != after.get(p)]
+    kept = [p for p in pauses if p not in moved]
+    kept_pause = max((pauses[p] for p in kept), default=None)
+    kept_gap = max((baseline[p] for p in kept), default=None)
     items = [i for m in members for i in m.items]
     cov = _coverage(items)
     delivered = sum(c[0] for c in cov.values())
@@ -600,6 +670,14 @@ async def rebalance_once(
     return {
         "max_pause_s": max(pauses.values()),
         "median_partition_pause_s": statistics.median(pauses.values()),
+        "unmoved_partitions": len(kept),
+        "unmoved_max_pause_s": kept_pause,
+        "unmoved_steady_gap_s": kept_gap,
+        # The no-pause target: the unmoved partitions' longest pause over their own
+        # longest gap in the warm-up (<= 2 passes).
+        "unmoved_pause_vs_gap": kept_pause / kept_gap if kept_pause and kept_gap else None,
+        "moved_partitions": len(moved),
+        "moved_max_pause_s": max((pauses[p] for p in moved), default=None),
         "join_to_all_consuming_s": t_all - t_join,
         "spawn_to_join_s": t_join - third.t_spawn,
         "baseline_max_gap_s": max(baseline.values()) if baseline else None,
@@ -609,21 +687,8 @@ async def rebalance_once(
     }
 
 
-def _all_consuming(members: list[PeerProc], t_join: float) -> float | None:
-    """When every member consumes under its post-join assignment (None: not yet)."""
-    latest = 0.0
-    for m in members:
-        assigned = [e for e in m.events if e["ev"] == "assigned" and e["t"] >= t_join - 0.5]
-        if not assigned:
-            return None
-        last = assigned[-1]
-        mine = set(last.get("parts", []))
-        since = max(last["t"], t_join)
-        t = next((t for p, t, _n, _o in m.items if t >= since and (not mine or p in mine)), None)
-        if t is None:
-            return None
-        latest = max(latest, t)
-    return latest
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}s"
 
 
 async def rebalance(
@@ -647,7 +712,9 @@ async def rebalance(
             ps, bootstrap, peer, partitions, rate, size, warmup, settle, timeout
         ),
         lambda m: (
-            f"longest partition pause {m['max_pause_s']:.2f}s, join -> all consuming "
+            f"longest pause {m['max_pause_s']:.2f}s (unmoved {_s(m['unmoved_max_pause_s'])} "
+            f"x{m['unmoved_partitions']}, steady gap {_s(m['unmoved_steady_gap_s'])}; moved "
+            f"{_s(m['moved_max_pause_s'])} x{m['moved_partitions']}), join -> all consuming "
             f"{m['join_to_all_consuming_s']:.2f}s, redelivered {m['redelivered']}"
         ),
     )

@@ -23,6 +23,18 @@ def _ratio(a: Any, b: Any) -> float | None:
     return float(a) / float(b)
 
 
+#: A cooperative rebalance must not pause the partitions that stay: their longest gap
+#: after the join may be at most this multiple of their longest gap before it.
+NO_PAUSE = 2.0
+
+
+def _verdict(value: float | None, need: float, higher: bool = False) -> str:
+    """PASS/FAIL of ``value`` against ``need`` (n/a without a value)."""
+    if value is None:
+        return "n/a"
+    return "PASS" if (value >= need if higher else value <= need) else "FAIL"
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets, each with the measured ratio and PASS/FAIL (or n/a)."""
     out: list[dict[str, Any]] = []
@@ -40,9 +52,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rate, cpu, rss = metric("msgs_per_s"), metric("steady_cpu_us_per_msg"), metric("rss_mb")
 
     def add(name: str, value: float | None, need: float, higher: bool = True) -> None:
-        ok = None if value is None else (value >= need if higher else value <= need)
-        verdict = "n/a" if ok is None else ("PASS" if ok else "FAIL")
         op = ">=" if higher else "<="
+        verdict = _verdict(value, need, higher)
         out.append({"target": name, "measured": value, "need": f"{op} {need}", "verdict": verdict})
 
     add("batches() msgs/s vs aiokafka getmany()", _ratio(rate("cg_batches"), rate(BASE)), 2.5)
@@ -96,6 +107,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         add("batches() 1000 partitions vs 8 partitions msgs/s", None, 0.7)
         add("batches() steady CPU/msg at 1000 partitions vs 8", None, 1.3, higher=False)
+    rebalance = results.get("rebalance", {}).get("median", {})
+    for peer in ("cg_messages_coop", "confluent_coop"):
+        add(
+            f"{PEERS[peer]}: unmoved partitions' pause vs steady gap",
+            rebalance.get(peer, {}).get("unmoved_pause_vs_gap"),
+            NO_PAUSE,
+            higher=False,
+        )
     return out
 
 
@@ -146,21 +165,29 @@ def markdown(results: dict[str, Any]) -> str:
             f"## Rebalance pause: 2 members consume {s['rate']:,} msgs/s over "
             f"{s['partitions']} partitions; a third joins",
             "",
-            "| peer | longest partition pause (s) | median partition pause (s) "
-            "| join -> all 3 consuming (s) | spawn -> join (s) | gap before join (s) "
-            "| redelivered msgs |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "*Unmoved*: partitions delivered by the same member before the join and after the "
+            "rebalance; *steady gap*: their longest gap between deliveries in the 3 s before "
+            f"the join; *no pause*: unmoved pause <= {NO_PAUSE}x steady gap.",
+            "",
+            "| peer | moved / unmoved partitions | unmoved: longest pause (s) | steady gap (s) "
+            "| no pause | moved: longest pause (s) | join -> all flowing (s) "
+            "| spawn -> join (s) | redelivered msgs |",
+            "|---|---:|---:|---:|---|---:|---:|---:|---:|",
         ]
         for peer, m in rb["median"].items():
             lines.append(
-                f"| {PEERS[peer]} | {_f(m.get('max_pause_s'), '.2f')} "
-                f"| {_f(m.get('median_partition_pause_s'), '.2f')} "
+                f"| {PEERS[peer]} | {_f(m.get('moved_partitions'), '.0f')} / "
+                f"{_f(m.get('unmoved_partitions'), '.0f')} "
+                f"| {_f(m.get('unmoved_max_pause_s'), '.2f')} "
+                f"| {_f(m.get('unmoved_steady_gap_s'), '.2f')} "
+                f"| {_verdict(m.get('unmoved_pause_vs_gap'), NO_PAUSE)} "
+                f"| {_f(m.get('moved_max_pause_s'), '.2f')} "
                 f"| {_f(m.get('join_to_all_consuming_s'), '.2f')} "
                 f"| {_f(m.get('spawn_to_join_s'), '.2f')} "
-                f"| {_f(m.get('baseline_max_gap_s'), '.2f')} | {_f(m.get('redelivered'), '.0f')} |"
+                f"| {_f(m.get('redelivered'), '.0f')} |"
             )
         for peer, err in rb["errors"].items():
-            lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||| |")
+            lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||||| |")
         lines.append("")
     sc = results.get("scaling")
     if sc:

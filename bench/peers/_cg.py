@@ -9,6 +9,9 @@ Per-message work, the minimum a correct user does with each API:
 * ``messages``: ``session.mark_message(msg)`` for every message.
 * ``batches_keep``: ``batches`` plus keeping every message in one list until the end
   (a handler accumulating a bulk write), which makes the decoded messages survive.
+
+``cooperative``: the member offers only ``cg.CooperativeStickyAssignor()`` (KIP-429
+incremental rebalancing) instead of the default eager range assignor.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import consumergroup as cg
@@ -105,14 +109,23 @@ class StreamHandler(cg.ConsumerGroupHandler):
         self.api = api
         self.rec = rec
 
-    async def setup(self, session: cg.ConsumerGroupSession) -> None:
-        """Report the new assignment."""
-        parts = sorted(p for ps in session.claims.values() for p in ps)
+    async def on_assigned(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        """Report the partitions gained (all of them when eager, the increment when cooperative)."""
+        parts = sorted(p for _t, p in partitions)
         self.rec.event("assigned", parts=parts, generation=session.generation_id)
 
-    async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
-        """Report the end of the session."""
-        self.rec.event("revoked", generation=session.generation_id)
+    async def on_revoked(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        """Report the partitions given up."""
+        parts = sorted(p for _t, p in partitions)
+        self.rec.event("revoked", parts=parts, generation=session.generation_id)
+
+    async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Report the partitions lost (as revoked: the harness only tracks ownership)."""
+        self.rec.event("revoked", parts=sorted(p for _t, p in partitions), lost=True)
 
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
@@ -155,8 +168,8 @@ async def _flusher(rec: Recorder) -> None:
         rec.flush()
 
 
-async def amain(api: Api) -> None:
-    """Run one peer process to its end."""
+async def amain(api: Api, cooperative: bool = False) -> None:
+    """Run one peer process to its end (``cooperative``: cooperative-sticky only)."""
     args = parse_args(f"consumergroup peer using claim.{api}()")
     emit({"ev": "hello", "t": time.monotonic()})
     config = cg.Config(client_id=f"bench-cg-{api}")
@@ -164,6 +177,8 @@ async def amain(api: Api) -> None:
     config.consumer.group.session_timeout = args.session_timeout
     config.consumer.group.heartbeat_interval = args.heartbeat
     config.consumer.group.rebalance.timeout = args.rebalance_timeout
+    if cooperative:
+        config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
     apply_overrides(config, os.environ.get(OVERRIDES_ENV, ""))
     loop = asyncio.get_running_loop()
     stream = args.mode == "stream"
@@ -200,6 +215,6 @@ async def amain(api: Api) -> None:
         await runner
 
 
-def main(api: Api) -> None:
-    """Entry point of the two consumergroup peer scripts."""
-    asyncio.run(amain(api))
+def main(api: Api, cooperative: bool = False) -> None:
+    """Entry point of the consumergroup peer scripts."""
+    asyncio.run(amain(api, cooperative))

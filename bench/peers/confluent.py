@@ -4,6 +4,9 @@ Tuned queues as the issue asks (``queued.min.messages=1000000``,
 ``fetch.queue.backoff.ms=10``); otherwise librdkafka defaults plus what every peer
 sets alike (earliest, group timeouts, auto-commit every 1 s). Per-message work:
 ``msg.error()`` (librdkafka delivers errors in-band, so a correct loop checks each).
+``confluent_coop`` is the same peer with ``partition.assignment.strategy=cooperative-sticky``
+(KIP-429; the rebalance callbacks then get the increments and the client assigns them
+incrementally).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from confluent_kafka import Consumer
 from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
 
 
-def main() -> None:
-    """Run one peer process to its end."""
+def main(cooperative: bool = False) -> None:
+    """Run one peer process to its end (``cooperative``: cooperative-sticky assignment)."""
     args = parse_args("confluent-kafka Consumer.consume() peer")
     emit({"ev": "hello", "t": time.monotonic()})
+    strategy = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
     consumer = Consumer(
         {
+            **strategy,
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "client.id": "bench-confluent",
