@@ -12,6 +12,12 @@ friends) or whose connection dropped are *orphaned*: handed back to the owning
 :class:`~.consumer.Consumer`, which refreshes metadata, backs off and
 subscribes them to the new leader's BrokerConsumer. The position travels with
 the PartitionConsumer, so nothing is lost or repeated.
+
+Against a broker that keeps fetch sessions (KIP-227, Fetch v7+) each request
+names only the partitions whose position or fetch size changed, or that joined
+or left this round (:mod:`.fetch_session`); a response leaves out the partitions
+with nothing new, which then simply keep their position. A broker that keeps no
+session (Tansu) gets full requests, as without sessions.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from ..errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
-from ..net.protocol import FetchRequest
+from ..net.fetch import SessionFetchRequest
+from .fetch_session import INVALID_SESSION_EPOCH, SESSION_ID_NOT_FOUND, FetchPlan, FetchSession
 from .partition import _noop as _noop_wake
 from .positions import reset_policy
 from .records import scan_records
@@ -40,6 +47,7 @@ from .records import scan_records
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
+    from ..net.connection import BrokerConnection
     from .partition import PartitionConsumer
 
 log = logging.getLogger(__name__)
@@ -47,6 +55,8 @@ log = logging.getLogger(__name__)
 #: Partition errors that mean "ask metadata who leads this partition now".
 _MOVED = frozenset({3, 5, 6, 9, 56, 74, 75, 100})
 _OUT_OF_RANGE = OffsetOutOfRangeError.errno
+#: Top-level errors that only mean "the fetch session is gone": refetch in full.
+_SESSION_ERRORS = frozenset({SESSION_ID_NOT_FOUND, INVALID_SESSION_EPOCH})
 _INT32_MAX = 2**31 - 1
 _BATCH_LENGTH = struct.Struct(">i")
 #: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
@@ -94,6 +104,10 @@ class BrokerConsumer:
         # Backlogged partitions per request, and where the rotation starts. run() only.
         self._backlog_limit = _MAX_BACKLOG
         self._cursor = 0
+        # The fetch session with this broker and the connection it was opened on.
+        # run() only: one request at a time, so plan and outcome never interleave.
+        self._session = FetchSession()
+        self._session_conn: BrokerConnection | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConsumer node={self.node_id} partitions={len(self._subs)}>"
@@ -174,12 +188,19 @@ class BrokerConsumer:
                 pc.blocked_by_buffer() for pc in self._subs.values()
             )
             self._wake.clear()
-            chosen, behind = self._select(ready)
+            session = self._session
+            # In a session the broker rotates the partitions it serves (Kafka moves the
+            # served ones to the back) and naming them is free: no backlog window.
+            chosen, behind = (ready, None) if session.incremental else self._select(ready)
             try:
                 conn = await self._client.connection(self.node_id, "fetch")
+                if conn is not self._session_conn:  # a dropped connection ends the session
+                    session.reset()
+                    self._session_conn = conn
+                plan = session.plan(chosen)
                 sent = time.monotonic()
                 resp = await conn.send(
-                    self._request(chosen, _SHORT_POLL_MS if short else self._max_wait_ms),
+                    self._request(plan, _SHORT_POLL_MS if short else self._max_wait_ms),
                     timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
                 )
             except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
@@ -194,11 +215,14 @@ class BrokerConsumer:
                 for pc in list(self._subs.values()):
                     self._drop(pc, exc)
                 return
+            session.on_response(resp.session_id, resp.error_code, plan.full)
             delivered = self._handle(resp)
             if self._on_fetch is not None:
                 self._on_fetch(time.monotonic() - sent, *self._fetched)
-            if delivered is not None:
+            if delivered is not None and behind is not None:
                 self._adapt(behind, delivered)
+            if delivered is None and not plan.full and resp.error_code in _SESSION_ERRORS:
+                continue  # the session is gone: the next request is a full one, at once
             if delivered is None:
                 # A whole-request error: do not hammer the broker with the same request.
                 await asyncio.sleep(self._config.consumer.retry.backoff)
@@ -233,13 +257,17 @@ class BrokerConsumer:
         else:
             self._backlog_limit = max(_MIN_BACKLOG, 2 * served)
 
-    def _request(self, ready: list[PartitionConsumer], max_wait_ms: int) -> FetchRequest:
-        by_topic: dict[str, list[tuple[int, int, int]]] = {}
-        for pc in ready:
-            by_topic.setdefault(pc.topic, []).append((pc.partition, pc._offset, pc._fetch_size))
+    def _request(self, plan: FetchPlan, max_wait_ms: int) -> SessionFetchRequest:
         fetch = self._config.consumer.fetch
-        return FetchRequest(
-            max_wait_ms, fetch.min, fetch.max_bytes, self._isolation, list(by_topic.items())
+        return SessionFetchRequest(
+            max_wait_ms,
+            fetch.min,
+            fetch.max_bytes,
+            self._isolation,
+            plan.topics,
+            session_id=plan.session_id,
+            epoch=plan.epoch,
+            forgotten=plan.forgotten,
         )
 
     def _handle(self, resp: Any) -> int | None:
@@ -249,7 +277,8 @@ class BrokerConsumer:
         aborted_at = 5 if version >= 5 else 4
         read_committed = self._isolation == 1
         if getattr(resp, "error_code", 0):
-            log.warning(
+            log.log(
+                logging.INFO if resp.error_code in _SESSION_ERRORS else logging.WARNING,
                 "fetch from broker %d: top-level error %s",
                 self.node_id,
                 error_for_code(resp.error_code).__name__,

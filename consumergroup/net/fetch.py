@@ -20,9 +20,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from aiokafka.protocol.fetch import FetchRequest, FetchRequestStruct
+
 from ..errors import CorruptMessageError
 
-__all__ = ["FetchResponse", "decode_fetch_response"]
+__all__ = ["FetchResponse", "SessionFetchRequest", "decode_fetch_response"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -158,3 +160,40 @@ def _records(view: memoryview, pos: int, length: int, size: int) -> tuple[int, m
     if end > size:
         raise _Underrun("a record set runs past the end of the frame")
     return end, view[pos:end]
+
+
+class SessionFetchRequest(FetchRequest):  # type: ignore[misc]
+    """aiokafka's Fetch builder plus the KIP-227 session fields (sent from v7 on).
+
+    aiokafka always sends session id 0, epoch -1 (sessionless) and no forgotten
+    partitions; this one sends what :class:`~consumergroup.consumer.fetch_session.
+    FetchSession` planned. Below v7 the fields do not exist: the request is the
+    full one the plan holds (a session is only planned after a v7+ response).
+    """
+
+    def __init__(
+        self,
+        max_wait_time: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+        topics: list[tuple[str, list[tuple[int, int, int]]]],
+        *,
+        session_id: int,
+        epoch: int,
+        forgotten: list[tuple[str, list[int]]],
+    ) -> None:
+        super().__init__(max_wait_time, min_bytes, max_bytes, isolation_level, topics)
+        self._session_id = session_id
+        self._epoch = epoch
+        self._forgotten = forgotten
+
+    def build(self, request_struct_class: type[FetchRequestStruct]) -> FetchRequestStruct:
+        """The struct for the negotiated version, with the session fields from v7."""
+        built: FetchRequestStruct = super().build(request_struct_class)
+        if request_struct_class.API_VERSION >= 7:
+            fields = built.__dict__  # aiokafka's Struct encodes from its __dict__
+            fields["session_id"] = self._session_id
+            fields["session_epoch"] = self._epoch
+            fields["forgotten_topics_data"] = self._forgotten
+        return built

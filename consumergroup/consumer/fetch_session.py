@@ -1,0 +1,133 @@
+"""KIP-227 fetch sessions: which partitions each Fetch request names, per broker.
+
+A broker that holds a session remembers every partition of it with its fetch
+offset and max bytes, so later (incremental) requests name only the partitions
+whose position or size changed or that joined, and list the ones that left in
+``forgotten_topics_data``; its responses leave out partitions with nothing new.
+With 1,000 partitions and a few served per round that is the difference
+between encoding (and the broker decoding) 1,000 entries per request and a few.
+
+The rules follow Kafka's ``FetchSessionHandler``:
+
+* no session: a full request with session id 0 and epoch 0 asks for one;
+* a full response with a session id opens it; the next request is incremental
+  at epoch 1, and every successful response moves the epoch on (after
+  2**31-1 it wraps to 1: 0 would mean "new session");
+* a response with session id 0 means the broker keeps no session (Tansu does
+  this): requests stay full, each asking again;
+* FETCH_SESSION_ID_NOT_FOUND forgets the session; any other top-level error,
+  or a new connection, ends it with a full request at epoch 0 under the old id
+  (the broker drops that session and may open a new one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
+
+if TYPE_CHECKING:
+    from .partition import PartitionConsumer
+
+__all__ = ["FetchPlan", "FetchSession", "next_epoch"]
+
+#: Session id meaning "no session".
+NO_SESSION = 0
+#: The epoch of a full request that opens (or reopens) a session.
+INITIAL_EPOCH = 0
+_INT32_MAX = 2**31 - 1
+#: FETCH_SESSION_ID_NOT_FOUND (70): the broker evicted the session (or never had it).
+SESSION_ID_NOT_FOUND = FetchSessionIdNotFoundError.errno
+#: INVALID_FETCH_SESSION_EPOCH (71): the broker's epoch and ours disagree.
+INVALID_SESSION_EPOCH = InvalidFetchSessionEpochError.errno
+
+Key = tuple[str, int]
+#: A partition's fetch offset and max bytes as last named to the broker.
+Params = tuple[int, int]
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after ``epoch`` (KIP-227: wraps from 2**31-1 to 1, never back to 0)."""
+    return 1 if epoch >= _INT32_MAX else epoch + 1
+
+
+@dataclass(slots=True)
+class FetchPlan:
+    """What one Fetch request carries: its session fields and the partitions it names."""
+
+    session_id: int
+    epoch: int
+    #: ``[(topic, [(partition, fetch offset, max bytes)])]``
+    topics: list[tuple[str, list[tuple[int, int, int]]]]
+    #: ``[(topic, [partition])]`` leaving the session (always empty in a full request).
+    forgotten: list[tuple[str, list[int]]]
+    #: True when every wanted partition is named (no session, or one being opened).
+    full: bool
+
+
+class FetchSession:
+    """The fetch session with one broker.
+
+    Owned by that broker's fetch task (:class:`~.broker.BrokerConsumer`): only
+    that task reads or writes it, one request at a time, so a request's plan and
+    its response's outcome are never interleaved with another's.
+    """
+
+    __slots__ = ("_sent", "epoch", "session_id")
+
+    def __init__(self) -> None:
+        self.session_id = NO_SESSION
+        self.epoch = INITIAL_EPOCH
+        # What the broker's session holds, as named by the last request planned.
+        self._sent: dict[Key, Params] = {}
+
+    def __repr__(self) -> str:
+        return f"<FetchSession id={self.session_id} epoch={self.epoch} named={len(self._sent)}>"
+
+    @property
+    def incremental(self) -> bool:
+        """True when the next request may name only what changed (a session is open)."""
+        return self.session_id != NO_SESSION and self.epoch != INITIAL_EPOCH
+
+    def plan(self, partitions: list[PartitionConsumer]) -> FetchPlan:
+        """The next request for ``partitions`` (the ones to fetch this round).
+
+        Records them as the session's content: the caller sends the plan, then
+        reports the outcome with :meth:`on_response` (or :meth:`reset`).
+        """
+        wanted = {(pc.topic, pc.partition): (pc._offset, pc._fetch_size) for pc in partitions}
+        sent, self._sent = self._sent, wanted
+        by_topic: dict[str, list[tuple[int, int, int]]] = {}
+        if not self.incremental:
+            for (topic, partition), (offset, size) in wanted.items():
+                by_topic.setdefault(topic, []).append((partition, offset, size))
+            return FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
+        for key, params in wanted.items():
+            if sent.get(key) != params:
+                by_topic.setdefault(key[0], []).append((key[1], *params))
+        gone: dict[str, list[int]] = {}
+        for topic, partition in sent.keys() - wanted.keys():
+            gone.setdefault(topic, []).append(partition)
+        return FetchPlan(
+            self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
+        )
+
+    def on_response(self, session_id: int, error_code: int, full: bool) -> None:
+        """Take the outcome of the request planned last (``full``: was it a full one)."""
+        if error_code == SESSION_ID_NOT_FOUND:
+            self.session_id, self.epoch = NO_SESSION, INITIAL_EPOCH
+        elif error_code:
+            self.reset()
+        elif session_id == NO_SESSION:  # the broker keeps no session: stay full
+            self.session_id, self.epoch = NO_SESSION, INITIAL_EPOCH
+        elif full:
+            self.session_id, self.epoch = session_id, 1
+        elif session_id != self.session_id:  # not ours: start over rather than guess
+            self.reset()
+        else:
+            self.epoch = next_epoch(self.epoch)
+
+    def reset(self) -> None:
+        """Send a full request next (closing the current session, if any, on the broker)."""
+        self.epoch = INITIAL_EPOCH
