@@ -18,8 +18,8 @@ from typing import Any
 
 from aiokafka.protocol import fetch as wire
 from aiokafka.protocol.metadata import MetadataResponse_v1
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from consumergroup.cli.producer import build_batch
 from consumergroup.consumer.fetch_session import next_epoch
 from tests.integration.test_connection import Received, ScriptedBroker
 
@@ -220,18 +220,7 @@ class SessionBroker:
 
 def batch(partition: int, start: int, end: int) -> bytes:
     """One record batch of offsets ``start..end-1``; each value is ``b"partition:offset"``."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(end - start):
-        value = f"{partition}:{start + i}".encode()
-        builder.append(i, timestamp=TS + i, key=None, value=value, headers=[])
-    data = bytearray(builder.build())
+    values = [(None, f"{partition}:{offset}".encode()) for offset in range(start, end)]
+    data = bytearray(build_batch(values, TS))
     data[0:8] = start.to_bytes(8, "big", signed=True)  # the broker assigns the base offset
     return bytes(data)
