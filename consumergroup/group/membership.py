@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
+#: Consecutive join rounds that named the same absent leader in the same generation and
+#: ended with SyncGroup answering REBALANCE_IN_PROGRESS, before this member pokes the
+#: leader's id (see :meth:`Membership._orphaned_round`). A round lasts ~1.3 session
+#: timeouts on Tansu, so after two a leader that is alive but silent has been evicted.
+ORPHANED_ROUNDS = 2
+
 
 @dataclass(slots=True)
 class Generation:
@@ -73,6 +79,12 @@ class Membership:
         # The last assignment received: the history sticky assignors publish in user data.
         self.assignment: dict[str, list[int]] = {}
         self.log = GroupLogger(_log, group, lambda: self.member_id)
+        # (generation, leader) named by the last JoinGroup; the same of the last round that
+        # ended with SyncGroup answering REBALANCE_IN_PROGRESS, and how many rounds in a
+        # row did so with that key: see _orphaned_round.
+        self._stalled: tuple[int, str] | None = None
+        self._stalled_rounds = 0
+        self._round: tuple[int, str] = (-1, "")
 
     def _strategies(self) -> list[BalanceStrategy]:
         return list(self._config.consumer.group.rebalance.strategies)
@@ -143,6 +155,7 @@ class Membership:
                 # Another member joined after this round closed: join the new round now
                 # (as Java's client does), while it is open, not after a backoff.
                 error, delay = exc, 0.0
+                await self._orphaned_round(topics, owned)
             backoffs += 1
             if backoffs > retry.max:
                 raise error
@@ -155,7 +168,53 @@ class Membership:
             )
             await asyncio.sleep(delay)
 
-    async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
+    async def _orphaned_round(self, topics: Sequence[str], owned: dict[str, list[int]]) -> None:
+        """After a SyncGroup answered REBALANCE_IN_PROGRESS: unblock a group that waits
+        for a leader that left.
+
+        Tansu (0.6) keeps naming as leader a member that sent LeaveGroup while the
+        group was forming: the leader is never cleared, no member is told it leads,
+        every SyncGroup is held ~0.8 session timeouts and answered
+        REBALANCE_IN_PROGRESS, and no generation completes until the broker restarts.
+        The signature: rounds with the same generation and the same leader (not this
+        member), each ending so; it cannot happen on Apache Kafka, where every join
+        round has a new generation. Tansu does clear a leader it evicts, so after
+        :data:`ORPHANED_ROUNDS` such rounds this member sends one JoinGroup under the
+        leader's id and drops the answer: the id is a member again, sends nothing more,
+        and is evicted one session timeout later, which clears the leader; the next
+        member to join leads. Harmless when the leader is in fact alive (its session
+        is merely refreshed), and when several members do it at once.
+        """
+        key = self._round
+        if key[0] < 0 or key[1] in ("", self.member_id):
+            self._stalled, self._stalled_rounds = None, 0
+            return
+        self._stalled_rounds = self._stalled_rounds + 1 if key == self._stalled else 1
+        self._stalled = key
+        if self._stalled_rounds < ORPHANED_ROUNDS:
+            return
+        self._stalled, self._stalled_rounds = None, 0
+        generation, leader = key
+        self.log.warning(
+            "generation %d: %d join rounds in a row named leader %s and no SyncGroup "
+            "completed: the coordinator waits for a leader that left the group (a Tansu "
+            "bug); joining once under that id so that the coordinator evicts it",
+            generation,
+            ORPHANED_ROUNDS,
+            leader,
+        )
+        try:  # dynamic (no instance id): a static one would bind our instance id to it
+            await self._send_join(self._join_request(topics, owned, leader, None))
+        except ConsumerGroupError as exc:
+            self.log.info("JoinGroup under the absent leader's id failed: %s", exc)
+
+    def _join_request(
+        self,
+        topics: Sequence[str],
+        owned: dict[str, list[int]],
+        member_id: str,
+        instance_id: str | None,
+    ) -> JoinGroupRequest:
         group_cfg = self._config.consumer.group
         protocols = []
         for strategy in self._strategies():
@@ -172,21 +231,28 @@ class Membership:
                 version=3,
             )
             protocols.append((strategy.name, meta.encode()))
-        request = JoinGroupRequest(
+        return JoinGroupRequest(
             self.group,
             int(group_cfg.session_timeout * 1000),
             int(group_cfg.rebalance.timeout * 1000),
-            self.member_id,
-            self.instance_id,
+            member_id,
+            instance_id,
             "consumer",
             protocols,
         )
+
+    async def _send_join(self, request: JoinGroupRequest) -> dict[str, Any]:
         # The coordinator may hold a JoinGroup for up to the rebalance timeout.
-        resp = (
-            await self._coordinator_send(
-                request, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout
-            )
-        ).to_object()
+        timeout = self._config.consumer.group.rebalance.timeout + self._config.net.read_timeout
+        resp: dict[str, Any] = (await self._coordinator_send(request, timeout=timeout)).to_object()
+        return resp
+
+    async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
+        group_cfg = self._config.consumer.group
+        self._round = (-1, "")
+        resp = await self._send_join(
+            self._join_request(topics, owned, self.member_id, self.instance_id)
+        )
         code = resp["error_code"]
         if code == MemberIdRequiredError.errno:
             self.member_id = resp["member_id"]
@@ -203,6 +269,7 @@ class Membership:
             raise error_for_code(code)(f"JoinGroup {self.group!r}")
         self.member_id = resp["member_id"]
         self.generation_id = resp["generation_id"]
+        self._round = (self.generation_id, resp["leader_id"])
         protocol = resp.get("group_protocol") or resp.get("protocol_name") or ""
         chosen = next((s for s in self._strategies() if s.name == protocol), None)
         if chosen is None:
@@ -227,6 +294,7 @@ class Membership:
             raise self._fenced("SyncGroup")
         if sync_resp["error_code"]:
             raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
+        self._stalled, self._stalled_rounds = None, 0
         assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
         self.assignment = {t: sorted(p) for t, p in assignment.topics.items()}
         return Generation(

@@ -1,0 +1,74 @@
+"""A group whose coordinator waits for a leader that left (the chaos suite's seed-7 livelock).
+
+On Tansu 0.6 a LeaveGroup from the member the coordinator chose as leader of a
+forming generation removes the member but not the leader: every later JoinGroup
+names the departed leader, no member is told it leads, every SyncGroup is held
+~0.8 session timeouts and answered REBALANCE_IN_PROGRESS, for ever. The member
+must notice and unblock the group. On Apache Kafka the same sequence is an
+ordinary departure, and the member simply joins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.balance.protocol import MemberSubscription
+from consumergroup.client import Client
+from consumergroup.errors import MemberIdRequiredError
+from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.group_support import Recorder, group_config, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+
+async def _join_then_leave(bootstrap: str, group: str, topic: str, config: cg.Config) -> str:
+    """A raw member joins (becoming the leader of the forming generation) and leaves
+    before its SyncGroup, as a member closed mid-join does. Returns its member id."""
+    strategy = config.consumer.group.rebalance.strategies[0].name
+    meta = MemberSubscription(topics=[topic], user_data=None, version=3).encode()
+    session_ms = int(config.consumer.group.session_timeout * 1000)
+    async with Client([bootstrap], cg.Config(client_id="departing")) as client:
+        conn = await client.coordinator(group)
+        member_id = ""
+        for _ in range(2):  # MEMBER_ID_REQUIRED first (Tansu, and Kafka >= 2.2), then the join
+            join = JoinGroupRequest(
+                group, session_ms, session_ms, member_id, None, "consumer", [(strategy, meta)]
+            )
+            resp = (await conn.send(join, timeout=30)).to_object()
+            member_id = resp["member_id"]
+            if resp["error_code"] != MemberIdRequiredError.errno:
+                break
+        assert resp["error_code"] == 0, resp
+        assert resp["leader_id"] == member_id, "the first member to join leads"
+        await conn.send(LeaveGroupRequest(group, member_id, None))
+    return member_id
+
+
+async def test_a_group_whose_leader_left_mid_join_still_forms(
+    bootstrap: str, new_topic: TopicFactory, on_tansu: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = await new_topic(partitions=2)
+    group = unique()
+    config = group_config()
+    departed = await _join_then_leave(bootstrap, group, topic, config)
+    handler = Recorder()
+    member = cg.ConsumerGroup([bootstrap], group, config)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(member.close, 10.0)
+        run = asyncio.create_task(member.run([topic], handler))
+        await produce(bootstrap, topic, [b"%d" % i for i in range(10)])
+        # Before the fix: no generation ever completed (SyncGroup answered
+        # REBALANCE_IN_PROGRESS every ~8 s). Now: two stalled rounds, a poke, an eviction.
+        await wait_for(lambda: len(set(handler.seen)) == 10, 60, "the group to form")
+        assert not run.done()
+        assert member.member_id != departed
+        if on_tansu:  # the stall was recognised, and ended by the poke under the leader's id
+            assert f"named leader {departed}" in caplog.text
+        await member.close(10.0)
+        await asyncio.wait_for(run, 5)
