@@ -13,7 +13,7 @@ import struct
 from collections.abc import Mapping, Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import consumergroup as cg
@@ -113,11 +113,27 @@ def starting_states(
     return topics, partitions, owned
 
 
+# Found by Hypothesis: round 2's sticky plan moved partitions round 1 had let members keep
+# (it rebalanced them instead of the partitions handed over), so a third round was needed.
+THREE_ROUNDS_BEFORE_THE_FIX = (
+    {
+        "0": ["t0", "t1", "t2"],
+        "000": ["t0", "t1"],
+        "1": ["t0", "t1", "t2"],
+        "9": ["t0"],
+        "00": ["t1", "t2"],
+    },
+    {"t0": list(range(4)), "t1": list(range(4)), "t2": list(range(7))},
+    {"0": {("t1", 3)}, "000": set(), "1": {("t0", 2), ("t0", 3)}, "9": set(), "00": set()},
+)
+
+
 # --- properties ----------------------------------------------------------------------------------
 
 
 @FAST
 @given(starting_states())
+@example(THREE_ROUNDS_BEFORE_THE_FIX)
 def test_converges_in_at_most_two_rounds_to_a_valid_balanced_plan(
     state: tuple[dict[str, list[str]], dict[str, list[int]], Owned],
 ) -> None:
@@ -147,9 +163,10 @@ def test_identical_subscriptions_balance_within_one_and_move_the_minimum(
 
 
 @FAST
-@given(starting_states(), st.data())
+@given(starting_states())
+@example(THREE_ROUNDS_BEFORE_THE_FIX)
 def test_a_converged_group_is_stable(
-    state: tuple[dict[str, list[str]], dict[str, list[int]], Owned], data: st.DataObject
+    state: tuple[dict[str, list[str]], dict[str, list[int]], Owned],
 ) -> None:
     topics, partitions, owned = state
     plans, _ = converge(topics, partitions, owned)
