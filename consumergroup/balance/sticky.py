@@ -16,6 +16,14 @@ The planner works in three steps:
    the number of moved partitions the minimum that balance requires. Each search is a BFS over
    members and topics, run at most once per move plus once per member.
 
+   Like Java's, this runs twice: first with chains that only move *free* partitions (ones their
+   holder did not own before), then with any. Moving a free partition revokes nothing, and when
+   some optimal plan keeps every owned partition in place, the first pass alone reaches an
+   optimal plan (its optimum over the free partitions is that plan's cost), so the second finds
+   no chain and nothing is revoked. This is what makes the cooperative second round settle: the
+   first round's target keeps everything its members still own, so the second round gives out
+   the handed-over partitions without disturbing anything else.
+
 ``_sticky_plan`` is kept separate from :class:`StickyAssignor` so a cooperative variant can
 reuse it and only change how previous ownership is read and how the plan is staged.
 """
@@ -100,12 +108,13 @@ class _Balancer:
         # exactly the topics a member can hand over.
         self._held: dict[str, dict[str, set[int]]] = {m: {} for m in members}
         self._load = dict.fromkeys(members, 0)
-        self._kept: dict[str, set[_TopicPartition]] = {m: set() for m in members}
+        # member -> topic -> the held partitions the member owned before this rebalance
+        self._kept: dict[str, dict[str, set[int]]] = {m: {} for m in members}
 
     def keep(self, member: str, topic: str, partition: int) -> None:
         """Leave a previously owned partition with its owner."""
         self._add(member, topic, partition)
-        self._kept[member].add((topic, partition))
+        self._kept[member].setdefault(topic, set()).add(partition)
 
     def _add(self, member: str, topic: str, partition: int) -> None:
         self._held[member].setdefault(topic, set()).add(partition)
@@ -118,7 +127,11 @@ class _Balancer:
             self._add(min(self._subscribers[topic], key=self._load.__getitem__), topic, partition)
 
     def balance(self) -> None:
-        """Step 3: apply improving chains until none is left."""
+        """Step 3: apply improving chains, first moving only free partitions, until none is left."""
+        self._balance(free_only=True)
+        self._balance(free_only=False)
+
+    def _balance(self, free_only: bool) -> None:
         # Members whose whole reachable set has loads >= top - 1 for the current top can never
         # again be part of an improving chain (later chains start lower), so they are skipped.
         settled: set[str] = set()
@@ -131,7 +144,7 @@ class _Balancer:
             if top - floor < 2:
                 return
             sources = [m for m in active if self._load[m] == top]
-            chain, reached = self._find_chain(sources, top - 2, floor, settled)
+            chain, reached = self._find_chain(sources, top - 2, floor, settled, free_only)
             if chain is None:
                 settled.update(reached)
             else:
@@ -139,10 +152,16 @@ class _Balancer:
                     self._move(giver, topic, taker)
 
     def _find_chain(
-        self, sources: list[str], limit: int, floor: int, settled: set[str]
+        self,
+        sources: list[str],
+        limit: int,
+        floor: int,
+        settled: set[str],
+        free_only: bool,
     ) -> tuple[list[_Hop] | None, Iterable[str]]:
         """Breadth-first search from `sources` for the least-loaded member with load <= limit.
 
+        With `free_only` a member only hands over a topic it holds a free partition of.
         Returns the chain of hops (or None) and every member the search reached.
         """
         parent: dict[str, tuple[str, str] | None] = dict.fromkeys(sources)
@@ -151,8 +170,10 @@ class _Balancer:
         sink: str | None = None
         while queue:
             giver = queue.popleft()
-            for topic in self._held[giver]:
+            for topic, held in self._held[giver].items():
                 if topic in topics_seen:
+                    continue
+                if free_only and len(held) == len(self._kept[giver].get(topic, ())):
                     continue
                 topics_seen.add(topic)
                 for taker in self._subscribers[topic]:
@@ -169,14 +190,14 @@ class _Balancer:
 
     def _move(self, giver: str, topic: str, taker: str) -> None:
         held = self._held[giver][topic]
-        kept = self._kept[giver]
+        kept = self._kept[giver].get(topic, set())
         # Prefer a partition the giver did not own before the rebalance: moving it is free.
-        partition = min(held, key=lambda p: ((topic, p) in kept, p))
+        partition = min(held, key=lambda p: (p in kept, p))
         held.remove(partition)
         if not held:
             del self._held[giver][topic]
         self._load[giver] -= 1
-        kept.discard((topic, partition))
+        kept.discard(partition)
         self._add(taker, topic, partition)
 
     def assignment(self) -> dict[str, list[_TopicPartition]]:
