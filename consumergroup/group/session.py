@@ -168,7 +168,11 @@ class ConsumerGroupSession:
         # Told True when a cooperative rebalance starts, False when it is applied.
         self._rebalancing = rebalancing
         self._rejoin = anyio.Event()  # set: rejoin while the claims keep running
-        self._joining = False  # a cooperative JoinGroup/SyncGroup is in flight
+        # Cooperative JoinGroup/SyncGroup rounds started, and set while none is in flight:
+        # together they tell a commit's stale fencing answer from a real one (_commit).
+        self._joins = 0
+        self._joined = anyio.Event()
+        self._joined.set()
         self._revoking: set[TopicPartition] = set()
         # Per claim task: its cancel scope and an event set when it has ended.
         self._claim_tasks: dict[TopicPartition, tuple[anyio.CancelScope, anyio.Event]] = {}
@@ -215,8 +219,42 @@ class ConsumerGroupSession:
         self.offsets.reset(topic, partition, offset, metadata)
 
     async def commit(self) -> None:
-        """Commit marked offsets now (also done every ``auto_commit.interval`` and at the end)."""
-        await self.offsets.commit()
+        """Commit marked offsets now (also done every ``auto_commit.interval`` and at the end).
+
+        A commit that raced a cooperative rejoin is sent again under the new generation
+        once the rejoin is over.
+        """
+        while not await self._commit():
+            await self._joined.wait()
+
+    @property
+    def _joining(self) -> bool:
+        """A cooperative JoinGroup/SyncGroup is in flight."""
+        return not self._joined.is_set()
+
+    async def _commit(self) -> bool:
+        """Commit the marks; False when the commit raced a cooperative rejoin.
+
+        A commit sent while a rejoin is in flight, or answered after one ended, carries a
+        generation the coordinator may already have replaced: its ILLEGAL_GENERATION /
+        REBALANCE_IN_PROGRESS / UNKNOWN_MEMBER_ID says nothing about the current generation
+        (the rejoin itself tells whether the member was fenced). Its marks stay uncommitted
+        and go out with the next commit, under the new generation and only for the
+        partitions still owned. Any other fencing answer raises.
+        """
+        joins, joining = self._joins, self._joining
+        try:
+            await self.offsets.commit()
+        except FENCED as exc:
+            if not joining and joins == self._joins:
+                raise
+            self.log.info(
+                "commit raced a cooperative rejoin (%s); its marks go out under generation %d",
+                type(exc).__name__,
+                self.generation_id,
+            )
+            return False
+        return True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -559,7 +597,8 @@ class ConsumerGroupSession:
                 self._rebalancing(True)
             member_id = self._membership.member_id
             owned: dict[str, list[int]] = self.claims
-            self._joining = True
+            self._joins += 1
+            self._joined = anyio.Event()
             try:
                 generation = await self._membership.join(topics, owned)
             except ConsumerGroupError as exc:
@@ -568,7 +607,7 @@ class ConsumerGroupSession:
                 self.end(EndCause.LOST, f"cooperative rejoin failed: {exc}", fatal)
                 return
             finally:
-                self._joining = False
+                self._joined.set()
             if generation.member_id != member_id:
                 self.end(EndCause.FENCED, "the coordinator forgot this member during the rejoin")
                 return
@@ -673,14 +712,13 @@ class ConsumerGroupSession:
             if self.done.is_set():
                 return  # the final commit follows in _finish()
             try:
-                await self.offsets.commit()
+                await self._commit()  # one that raced a cooperative rejoin goes again next tick
             except RebalanceInProgressError:
                 self._rebalance("a commit found the group rebalancing")
             except FencedInstanceIdError as exc:
                 self.end(EndCause.FENCED, "another member took this group_instance_id", exc)
             except FENCED as exc:
-                if not self._joining:  # a commit racing a cooperative join is retried next tick
-                    self.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
+                self.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
             except ConsumerGroupError as exc:
                 self._report(ConsumerError(f"auto-commit failed: {exc}", cause=exc))
 

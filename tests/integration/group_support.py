@@ -45,6 +45,7 @@ class Recorder(cg.ConsumerGroupHandler):
         self.cleanups = 0
         self.end_reasons: list[str | None] = []
         self.fail_on: Callable[[cg.ConsumerMessage], bool] | None = None
+        self.commit_each = False  # session.commit() after every mark
 
     async def setup(self, session: cg.ConsumerGroupSession) -> None:
         self.claims = session.claims
@@ -64,6 +65,8 @@ class Recorder(cg.ConsumerGroupHandler):
             self.seen.append((msg.topic, msg.partition, msg.offset))
             self.last_seen[(msg.topic, msg.partition)] = time.monotonic()
             session.mark_message(msg)
+            if self.commit_each:
+                await session.commit()
             if self.delay:
                 await asyncio.sleep(self.delay)
 

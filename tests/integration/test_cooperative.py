@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections import Counter
 from collections.abc import Sequence
 
 import pytest
 
 import consumergroup as cg
+from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, produce
 from tests.integration.group_support import (
     Recorder,
     group_config,
@@ -284,3 +286,90 @@ async def test_rolling_upgrade_eager_and_cooperative_members_share_a_group(
             assert not stayed & flat(upgraded.revoked)
     handled = offsets_by_partition([s for m in (upgrading, upgraded, late) for s in m.seen])
     assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
+
+
+class LateCommitProxy(KafkaFrameProxy):
+    """Once ``armed``, holds ``client_id``'s OffsetCommit requests until its next SyncGroup
+    answer has gone back to it: commits sent with the old generation reach the broker (and
+    their refusal reaches the member) after its cooperative rejoin returned."""
+
+    def __init__(self, target_port: int, listen_port: int, client_id: str) -> None:
+        super().__init__(target_port, listen_port)
+        self.client_id = client_id
+        self.armed = False
+        self.held: list[tuple[ProxyLink, bytes]] = []
+        self.released = 0
+        self._synced = False  # the response being forwarded is client_id's SyncGroup answer
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        key, _version, cid, _ = struct.unpack_from(">hhih", frame, 0)
+        if self.armed and key == 8 and link.pending[cid][2] == self.client_id:
+            self.held.append((link, frame))
+            return
+        await super().forward_request(link, frame)
+
+    async def forward_response(self, link: ProxyLink, frame: bytes) -> None:
+        await super().forward_response(link, frame)
+        if self.armed and self._synced:
+            self.armed = False
+            for held_link, held in self.held:
+                self.released += 1
+                await super().forward_request(held_link, held)
+            self.held.clear()
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        self._synced = key == 14 and client_id == self.client_id
+        return frame
+
+
+@pytest.mark.parametrize("manual", [False, True], ids=["auto-commit", "session.commit"])
+async def test_a_commit_refused_for_the_old_generation_after_a_rejoin_does_not_fence(
+    manual: bool,
+) -> None:
+    """A commit sent before/while a cooperative rejoin is answered ILLEGAL_GENERATION (or
+    REBALANCE_IN_PROGRESS) after the join returned: the session goes on, its kept claims keep
+    running and their marks are committed under the new generation (by the auto-commit, or
+    by the handler's own ``session.commit()``, which does not raise)."""
+    proxy_port = free_port()
+    topic = unique("latecommit")
+    group = unique()
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        LateCommitProxy(broker.port, proxy_port, client_id="a") as proxy,
+    ):
+        await broker.create_topic(topic, 4)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+        a, b = Tracker("a"), Tracker("b")
+        a.delay = 0.02  # ~8 s of marks: commits go out before and during the rejoin
+        a.commit_each = manual
+        config_a = cooperative_config(
+            client_id="a", consumer__offsets__auto_commit__enable=not manual
+        )
+        async with running_member(bootstrap, group, [topic], a, config_a):
+            await wait_for(lambda: len(a.owned_now()) == 4 and len(a.seen) > 9, 60, "a's claims")
+            session = a.session
+            assert session is not None
+            before = a.owned_now()
+            proxy.armed = True
+            config_b = cooperative_config(client_id="b")
+            async with running_member(bootstrap, group, [topic], b, config_b):
+                await wait_for(
+                    lambda: [len(a.owned_now()), len(b.owned_now())] == [2, 2], 60, "a 2/2 split"
+                )
+                assert proxy.released > 0, "no commit was held across the rejoin"
+                kept = a.owned_now()
+                assert a.session is session and not session.done.is_set(), session.end_reason
+                assert not a.lost
+                assert all(a.started[tp] == 1 and a.ended[tp] == 0 for tp in kept), a.started
+                assert flat(a.revoked) == before - kept
+                # The refused marks go out again under the new generation.
+                await wait_for(
+                    lambda: all(
+                        session.offsets.committed(*tp) == session.offsets.marked(*tp) > 0
+                        for tp in kept
+                    ),
+                    30,
+                    "the kept partitions' marks committed",
+                )
+        assert len(a.sessions) == 1 and not a.lost
