@@ -32,11 +32,11 @@ from .errors import (
     NonEmptyGroupError,
     raise_for_code,
 )
+from .group.offsets import OffsetManager
 from .net.protocol import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
-    OffsetCommitRequest,
     OffsetFetchRequest,
 )
 from .retry import COORDINATOR_LOST, retrying
@@ -237,19 +237,10 @@ class ClusterAdmin(AsyncResource):
         members: their commits would overwrite these (and the broker refuses).
         """
         await self._check_empty(group, "changing its offsets")
-        by_topic: dict[str, list[tuple[int, int, str]]] = {}
-        for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append((partition, offset, ""))
-        request = OffsetCommitRequest(group, -1, "", -1, list(by_topic.items()))
-
-        async def attempt() -> None:
-            conn = await self.client.coordinator(group)
-            resp = await conn.send(request)
-            for topic, parts in resp.topics:
-                for partition, code in parts:
-                    raise_for_code(code, f"OffsetCommit {topic}/{partition} for group {group!r}")
-
-        await self._at_coordinator(group, "OffsetCommit", attempt)
+        # The group's own commit path (OffsetManager), as a member with no generation.
+        manager = OffsetManager(self.client, group, self.config)
+        manager.assign(dict.fromkeys(offsets, (-1, "")), dict(offsets))
+        await manager.commit()
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log end (high watermark) of each partition, from a Fetch probe."""
