@@ -16,8 +16,9 @@ and ``_output`` (rich tables, ``--json``):
 The admin commands run on :class:`consumergroup.admin.ClusterAdmin`.
 
 Exit codes: 0 success (including a clean stop by signal), 1 a failure while
-running, 2 a usage problem (bad option, unreachable bootstrap, unknown topic),
-130 a stop forced by a second Ctrl-C. Errors are one line on stderr; ``-v``
+running (including no broker answering at --bootstrap), 2 a usage problem (bad
+option, malformed bootstrap address, unknown topic), 130 a stop forced by a
+second Ctrl-C. Errors are one line on stderr; ``-v``
 adds the traceback.
 """
 

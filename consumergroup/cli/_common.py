@@ -213,13 +213,18 @@ class Stopper:
 
 
 def explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None:
-    """A one-line, actionable message for errors reaching the cluster (None: not one)."""
+    """A one-line, actionable message for errors reaching the cluster (None: not one).
+
+    A malformed address or a listener that speaks another protocol is a usage error (2):
+    an option must change. No broker answering is a failure (1): the options may be right
+    and the broker down, so a script that retries must not take it for a typo.
+    """
     if isinstance(exc, ConfigurationError):
         return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
     if isinstance(exc, ListenerMismatchError):  # its text says what was seen and what to change
         return CliError(f"{exc} (here: --tls and --bootstrap, or security.protocol)")
     if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
-        return CliError(
+        return CliFailure(
             f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "
             "running broker, comma-separated for several) and that the broker is up"
         )
@@ -252,7 +257,9 @@ async def preflight(addrs: list[str], topics: Sequence[str], config: Config) -> 
     except ConsumerGroupError as exc:
         explained = explain_connect_error(exc, bootstrap)
         if explained is None:
-            explained = CliError(f"could not read the cluster's metadata from {bootstrap}: {exc}")
+            explained = CliFailure(
+                f"could not read the cluster's metadata from {bootstrap}: {exc}"
+            )
         raise explained from None
     finally:
         await client.close()

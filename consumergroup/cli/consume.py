@@ -359,8 +359,9 @@ async def _until_stopped(opts: _ConsumeOptions, stopper: Stopper, work: asyncio.
 
 
 def _failure(exc: ConsumerGroupError, cluster: ClusterOptions, *, joined: bool) -> CliError:
-    """The one line for an error that ended consuming: a usage error (2) until the
-    first session started, a runtime failure (1) after."""
+    """The one line for an error that ended consuming: until the first session started,
+    the connection's explanation (see :func:`explain_connect_error` for its code); after,
+    a runtime failure (1)."""
     if isinstance(exc, UnknownTopicOrPartitionError):
         return CliError(f"{exc} (check --topic)")
     explained = None if joined else explain_connect_error(exc, cluster.bootstrap or "")
