@@ -38,7 +38,7 @@ from ..errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
-from ..net.fetch import SessionFetchRequest
+from ..net.fetch import FetchRequest
 from .fetch_session import INVALID_SESSION_EPOCH, SESSION_ID_NOT_FOUND, FetchPlan, FetchSession
 from .partition import _noop as _noop_wake
 from .positions import reset_policy
@@ -59,6 +59,11 @@ _OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _SESSION_ERRORS = frozenset({SESSION_ID_NOT_FOUND, INVALID_SESSION_EPOCH})
 _INT32_MAX = 2**31 - 1
 _BATCH_LENGTH = struct.Struct(">i")
+# A v2 record batch's header up to lastOffsetDelta: base offset, length, partition leader
+# epoch, magic, crc, attributes, last offset delta.
+_BATCH_HEAD = struct.Struct(">qiibihi")
+#: Fetch v12 partition fields: diverging_epoch (KIP-320), always present (None if absent).
+_DIVERGING_AT = 7
 #: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
 _SHORT_POLL_MS = 1
 #: Bounds of the number of backlogged partitions named in one Fetch (see _select).
@@ -108,6 +113,10 @@ class BrokerConsumer:
         # run() only: one request at a time, so plan and outcome never interleave.
         self._session = FetchSession()
         self._session_conn: BrokerConnection | None = None
+        # (topic, partition) -> (fetch offset, leader epoch of the batch just before it):
+        # sent as last_fetched_epoch (Fetch v12+) while the partition's position is still
+        # that offset (a seek or a reset makes it unknown). run() only.
+        self._epochs: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"<BrokerConsumer node={self.node_id} partitions={len(self._subs)}>"
@@ -144,6 +153,7 @@ class BrokerConsumer:
 
     def _drop(self, pc: PartitionConsumer, error: BaseException | None) -> None:
         self._subs.pop((pc.topic, pc.partition), None)
+        self._epochs.pop((pc.topic, pc.partition), None)
         pc._wake_fetcher = _noop_wake
         if error is not None and not pc.closed:
             self._orphan(pc, error)
@@ -197,7 +207,9 @@ class BrokerConsumer:
                 if conn is not self._session_conn:  # a dropped connection ends the session
                     session.reset()
                     self._session_conn = conn
-                plan = session.plan(chosen)
+                # last_fetched_epoch exists from Fetch v12 on (KIP-320 divergence checks).
+                epochs = self._epochs if (conn.version(1) or 0) >= 12 else None
+                plan = session.plan(chosen, epochs)
                 sent = time.monotonic()
                 resp = await conn.send(
                     self._request(plan, _SHORT_POLL_MS if short else self._max_wait_ms),
@@ -257,9 +269,9 @@ class BrokerConsumer:
         else:
             self._backlog_limit = max(_MIN_BACKLOG, 2 * served)
 
-    def _request(self, plan: FetchPlan, max_wait_ms: int) -> SessionFetchRequest:
+    def _request(self, plan: FetchPlan, max_wait_ms: int) -> FetchRequest:
         fetch = self._config.consumer.fetch
-        return SessionFetchRequest(
+        return FetchRequest(
             max_wait_ms,
             fetch.min,
             fetch.max_bytes,
@@ -300,6 +312,9 @@ class BrokerConsumer:
                 pc.last_stable_offset = p[3]
                 if version >= 5:
                     pc.log_start_offset = p[4]
+                if version >= 12 and p[_DIVERGING_AT] is not None:
+                    self._diverged(pc, p, version)
+                    continue
                 records = p[-1]
                 if not records:
                     continue
@@ -322,6 +337,11 @@ class BrokerConsumer:
                     self._grow(pc, records)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
+                if version >= 12:
+                    self._epochs[(topic, p[0])] = (
+                        scanned.next_offset,
+                        _epoch_before(records, scanned.next_offset),
+                    )
                 pc._deliver(scanned)
                 delivered += 1
                 fetched_records += scanned.count
@@ -373,6 +393,67 @@ class BrokerConsumer:
         else:
             self._give_up(pc, "fetch failed", error)
 
+    def _diverged(self, pc: PartitionConsumer, p: Any, version: int) -> None:
+        """KIP-320: the leader's log diverged from what this partition fetched.
+
+        ``diverging_epoch`` = (the largest epoch the leader has at or below our last
+        fetched one, the offset where it ends). Below our position, the log was
+        truncated there (an unclean leader election, or a follower that lost data):
+        as Java's consumer does, resume at that end offset, unless
+        ``consumer.offsets.reset`` is ``'error'`` (then the partition fails). Records
+        at and after it that the reader already got were truncated away: the leader's
+        records at those offsets are delivered, and a warning says which offsets.
+        An unknown end offset (-1) is handled like an out-of-range offset.
+        """
+        epoch, end = p[_DIVERGING_AT]
+        key = (pc.topic, pc.partition)
+        self._epochs.pop(key, None)
+        fetched = pc._offset
+        if end < 0 or epoch < 0:
+            log.warning(
+                "%s/%d: the leader's log diverged at an unknown point (diverging epoch %d, "
+                "end offset %d) from position %d: applying consumer.offsets.reset",
+                pc.topic,
+                pc.partition,
+                epoch,
+                end,
+                fetched,
+            )
+            self._out_of_range(pc, p, version)
+            return
+        if end >= fetched:  # not truncated below what we fetched: carry on from here
+            self._epochs[key] = (fetched, epoch)
+            return
+        handed = pc.position
+        if reset_policy(self._config) == "error":
+            self._give_up(
+                pc,
+                f"log truncated: the leader's epoch {epoch} ends at offset {end}, below the "
+                f"fetch position {fetched} (records from {end} on were replaced); set "
+                "consumer.offsets.reset to 'oldest' or 'newest' to resume at the truncation "
+                "point automatically",
+                OffsetOutOfRangeError(f"log truncated at offset {end}"),
+            )
+            return
+        target = min(end, handed)  # buffered records below the truncation point stay valid
+        log.warning(
+            "%s/%d: log truncated: the leader's epoch %d ends at offset %d, below the fetch "
+            "position %d; resuming at %d%s",
+            pc.topic,
+            pc.partition,
+            epoch,
+            end,
+            fetched,
+            target,
+            f" (offsets {end}..{handed - 1} were already delivered and are delivered again "
+            "with the leader's records)"
+            if handed > end
+            else "",
+        )
+        pc.seek(target)
+        if target == end:
+            self._epochs[key] = (end, epoch)
+
     def _out_of_range(self, pc: PartitionConsumer, p: Any, version: int) -> None:
         """OFFSET_OUT_OF_RANGE: apply ``consumer.offsets.reset`` (sarama's ResetInvalidOffsets)."""
         policy = reset_policy(self._config)
@@ -404,3 +485,21 @@ class BrokerConsumer:
             target,
         )
         pc.seek(target)
+
+
+def _epoch_before(records: Any, next_offset: int) -> int:
+    """The leader epoch of the record batch that ends at ``next_offset`` (-1: unknown).
+
+    That is the ``last_fetched_epoch`` of the next Fetch (v12+): with it the leader
+    checks that our log and its own agree up to ``next_offset`` (KIP-320). Batch
+    headers only: one unpack per batch.
+    """
+    pos, end = 0, len(records)
+    while end - pos >= _BATCH_HEAD.size:
+        base, length, epoch, magic, _, _, last_delta = _BATCH_HEAD.unpack_from(records, pos)
+        if magic == 2 and base + last_delta + 1 == next_offset:
+            return int(epoch)
+        if length <= 0:
+            break
+        pos += 12 + length
+    return -1

@@ -22,6 +22,7 @@ The rules follow Kafka's ``FetchSessionHandler``:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,11 @@ Key = tuple[str, int]
 Params = tuple[int, int]
 
 
+def _epoch_at(known: tuple[int, int] | None, offset: int) -> int:
+    """The last fetched epoch ``known`` holds for ``offset`` (-1: unknown)."""
+    return known[1] if known is not None and known[0] == offset else -1
+
+
 def next_epoch(epoch: int) -> int:
     """The epoch after ``epoch`` (KIP-227: wraps from 2**31-1 to 1, never back to 0)."""
     return 1 if epoch >= _INT32_MAX else epoch + 1
@@ -58,8 +64,8 @@ class FetchPlan:
 
     session_id: int
     epoch: int
-    #: ``[(topic, [(partition, fetch offset, max bytes)])]``
-    topics: list[tuple[str, list[tuple[int, int, int]]]]
+    #: ``[(topic, [(partition, fetch offset, max bytes[, last fetched epoch])])]``
+    topics: list[tuple[str, list[tuple[int, ...]]]]
     #: ``[(topic, [partition])]`` leaving the session (always empty in a full request).
     forgotten: list[tuple[str, list[int]]]
     #: True when every wanted partition is named (no session, or one being opened).
@@ -90,28 +96,41 @@ class FetchSession:
         """True when the next request may name only what changed (a session is open)."""
         return self.session_id != NO_SESSION and self.epoch != INITIAL_EPOCH
 
-    def plan(self, partitions: list[PartitionConsumer]) -> FetchPlan:
+    def plan(
+        self,
+        partitions: list[PartitionConsumer],
+        epochs: Mapping[Key, tuple[int, int]] | None = None,
+    ) -> FetchPlan:
         """The next request for ``partitions`` (the ones to fetch this round).
 
-        Records them as the session's content: the caller sends the plan, then
-        reports the outcome with :meth:`on_response` (or :meth:`reset`).
+        ``epochs``: ``(topic, partition) -> (fetch offset, last fetched epoch)``; a
+        partition whose fetch offset is that offset is named with that epoch (Fetch
+        v12+). Records them as the session's content: the caller sends the plan,
+        then reports the outcome with :meth:`on_response` (or :meth:`reset`).
         """
         wanted = {(pc.topic, pc.partition): (pc._offset, pc._fetch_size) for pc in partitions}
         sent, self._sent = self._sent, wanted
-        by_topic: dict[str, list[tuple[int, int, int]]] = {}
+        by_topic: dict[str, list[tuple[int, ...]]] = {}
         if not self.incremental:
             for (topic, partition), (offset, size) in wanted.items():
                 by_topic.setdefault(topic, []).append((partition, offset, size))
-            return FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
-        for key, params in wanted.items():
-            if sent.get(key) != params:
-                by_topic.setdefault(key[0], []).append((key[1], *params))
-        gone: dict[str, list[int]] = {}
-        for topic, partition in sent.keys() - wanted.keys():
-            gone.setdefault(topic, []).append(partition)
-        return FetchPlan(
-            self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
-        )
+            plan = FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
+        else:
+            for key, params in wanted.items():
+                if sent.get(key) != params:
+                    by_topic.setdefault(key[0], []).append((key[1], *params))
+            gone: dict[str, list[int]] = {}
+            for topic, partition in sent.keys() - wanted.keys():
+                gone.setdefault(topic, []).append(partition)
+            plan = FetchPlan(
+                self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
+            )
+        if epochs:
+            plan.topics = [
+                (topic, [(*e, _epoch_at(epochs.get((topic, e[0])), e[1])) for e in entries])
+                for topic, entries in plan.topics
+            ]
+        return plan
 
     def on_response(self, session_id: int, error_code: int, full: bool) -> None:
         """Take the outcome of the request planned last (``full``: was it a full one)."""

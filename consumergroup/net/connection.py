@@ -32,12 +32,13 @@ from ..errors import (
 )
 from .protocol import (
     API_NAMES,
+    AnyRequest,
+    AnyRequestStruct,
     ApiVersionRequest,
     ApiVersionRequest_v0,
-    Request,
-    RequestStruct,
     VersionRanges,
     codec_versions,
+    common_version,
     decode_response,
     encode_request,
     prepare,
@@ -346,12 +347,7 @@ class BrokerConnection:
 
     def version(self, api_key: int) -> int | None:
         """The version :meth:`send` will use for ``api_key`` (None if no common version)."""
-        ours = codec_versions().get(api_key)
-        theirs = self.broker_versions.get(api_key)
-        if ours is None or theirs is None:
-            return None
-        hi = min(ours[1], theirs[1])
-        return hi if hi >= max(ours[0], theirs[0]) else None
+        return common_version(codec_versions().get(api_key), self.broker_versions.get(api_key))
 
     def negotiated(self) -> dict[str, int | None]:
         """API name -> version used with this broker, for every API this package speaks."""
@@ -359,7 +355,7 @@ class BrokerConnection:
             name: self.version(key) for key, name in API_NAMES.items() if key in codec_versions()
         }
 
-    async def send(self, request: Request[Any], timeout: float | None = None) -> Any:
+    async def send(self, request: AnyRequest, timeout: float | None = None) -> Any:
         """Send ``request`` at the highest common version and return the decoded response.
 
         ``timeout`` defaults to ``net.read_timeout``. Raises
@@ -376,7 +372,7 @@ class BrokerConnection:
                 f"malformed {type(struct_).__name__} response from {self.address}: {exc}"
             ) from exc
 
-    async def _roundtrip(self, struct_: RequestStruct, timeout: float) -> bytes:
+    async def _roundtrip(self, struct_: AnyRequestStruct, timeout: float) -> bytes:
         if self._error is not None:
             raise self._reraisable()
         async with self._slots:

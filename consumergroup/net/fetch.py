@@ -1,33 +1,228 @@
-"""Our own Fetch response decoder (v1-v11: every version this client sends).
+"""Our own Fetch codec: the request encoder and the response decoder, v1-v12.
 
-aiokafka's generic ``Struct`` decoder reads a response field by field through
-``BytesIO`` in Python, and copies every partition's record set; with 1,000
-partitions per response that parse was 18 % of the consumer's CPU. This decoder
-reads each partition's fixed fields with one precompiled ``struct`` call over a
-``memoryview`` of the frame and hands the record sets out as slices of that view
-(no copy).
+Requests: :class:`FetchRequest` is built by the connection at the negotiated
+version (:func:`~.protocol.prepare` picks the highest version both sides
+speak) into a :class:`FetchFrame`, whose bytes are written with precompiled
+``struct``\\ s, one per partition entry, and joined once. Below v12 the bytes
+equal aiokafka's ``FetchRequest`` encoding (tested), plus the KIP-227 session
+fields from v7. v12 is the first flexible version: request header v2, compact
+strings and arrays (lengths as unsigned varints + 1), tagged fields, and
+``last_fetched_epoch`` per partition (KIP-320: the broker then answers a
+partition whose log diverged from ours with ``diverging_epoch``).
+
+Responses: aiokafka's generic ``Struct`` decoder reads a response field by
+field through ``BytesIO`` in Python, and copies every partition's record set;
+with 1,000 partitions per response that parse was 18 % of the consumer's CPU.
+This decoder reads each partition's fixed fields with one precompiled
+``struct`` call over a ``memoryview`` of the frame and hands the record sets
+out as slices of that view (no copy).
 
 The result has the shape of aiokafka's (``API_VERSION``, ``throttle_time_ms``,
 ``error_code``, ``session_id``, ``topics`` = ``[(topic, [partition tuple])]``
 with the version's fields in schema order), so callers index partitions the same
-way; only the record sets are ``memoryview``\\ s instead of ``bytes``. A malformed
-frame raises :class:`~consumergroup.errors.CorruptMessageError`; whatever aiokafka's
-decoder accepts, this one decodes to the same values (fuzz-tested against it).
+way; only the record sets are ``memoryview``\\ s instead of ``bytes``. v12 (which
+aiokafka does not decode) adds the partition's tagged fields before the record
+set: ``diverging_epoch`` ``(epoch, end_offset)``, ``current_leader``
+``(leader_id, leader_epoch)`` and ``snapshot_id`` ``(end_offset, epoch)``, each
+None when absent. A malformed frame raises
+:class:`~consumergroup.errors.CorruptMessageError`; whatever aiokafka's decoder
+accepts, this one decodes to the same values (fuzz-tested against it).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
-from aiokafka.protocol.fetch import FetchRequest, FetchRequestStruct
+from ..errors import CorruptMessageError, UnsupportedVersionError
 
-from ..errors import CorruptMessageError
+__all__ = [
+    "FETCH_VERSIONS",
+    "FetchFrame",
+    "FetchRequest",
+    "FetchResponse",
+    "decode_fetch_response",
+]
 
-__all__ = ["FetchResponse", "SessionFetchRequest", "decode_fetch_response"]
+#: The Fetch versions this client encodes and decodes (v13+ name topics by id).
+FETCH_VERSIONS = (1, 12)
+_MIN_VERSION, _MAX_VERSION = FETCH_VERSIONS
+_FLEXIBLE = 12  # the first flexible Fetch version (header v2, compact fields, tags)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+
+# ---------------------------------------------------------------- request
+
+#: api_key, api_version, correlation_id, client_id length (request header v1 / v2).
+_HEADER = struct.Struct(">hhih")
+# The fields before the topics array: replica_id (-1: a consumer), max_wait_ms,
+# min_bytes, [max_bytes (v3+), [isolation_level (v4+), [session_id, epoch (v7+)]]].
+_HEAD_V1 = struct.Struct(">iii")
+_HEAD_V3 = struct.Struct(">iiii")
+_HEAD_V4 = struct.Struct(">iiiib")
+_HEAD_V7 = struct.Struct(">iiiibii")
+# One partition entry. v1-v4: partition, fetch_offset, max_bytes. v5: log_start_offset
+# (-1: a consumer) before max_bytes. v9: current_leader_epoch (-1: not checked) after
+# partition. v12: last_fetched_epoch after fetch_offset, and an empty tagged-field set.
+_PART_V1 = struct.Struct(">iqi")
+_PART_V5 = struct.Struct(">iqqi")
+_PART_V9 = struct.Struct(">iiqqi")
+_PART_V12 = struct.Struct(">iiqiqib")
+_NO_TAGS = b"\x00"
+
+#: ``[(topic, [(partition, fetch_offset, max_bytes[, last_fetched_epoch])])]``
+Topics = Sequence[tuple[str, Sequence[tuple[int, ...]]]]
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(text: str, flexible: bool) -> bytes:
+    data = text.encode()
+    return (_uvarint_bytes(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    return _uvarint_bytes(n + 1) if flexible else _I32.pack(n)
+
+
+class FetchFrame:
+    """A Fetch request encoded at one version (what the connection writes)."""
+
+    API_KEY = 1
+    __slots__ = ("API_VERSION", "body")
+
+    def __init__(self, version: int, body: bytes) -> None:
+        self.API_VERSION = version
+        self.body = body
+
+    def frame(self, correlation_id: int, client_id: str) -> bytes:
+        """Request header + body, without the int32 size prefix."""
+        client = client_id.encode()
+        header = _HEADER.pack(self.API_KEY, self.API_VERSION, correlation_id, len(client))
+        if self.API_VERSION >= _FLEXIBLE:  # header v2: tagged fields after the client id
+            return b"".join((header, client, _NO_TAGS, self.body))
+        return b"".join((header, client, self.body))
+
+    def __repr__(self) -> str:
+        return f"<FetchFrame v{self.API_VERSION} {len(self.body)} bytes>"
+
+
+class FetchRequest:
+    """A Fetch request, encoded by :meth:`build` at the version the connection negotiated.
+
+    ``topics``: ``[(topic, [(partition, fetch_offset, max_bytes)])]``; an entry may
+    carry a fourth field, the leader epoch of the last batch fetched before
+    ``fetch_offset`` (sent from v12, -1 = unknown). ``session_id``, ``epoch`` and
+    ``forgotten`` are the KIP-227 session fields (sent from v7; the defaults, id 0
+    and epoch -1, mean "no session", as aiokafka sends). Below v7 the request is
+    the full one ``topics`` holds (a session is only planned after a v7+ answer).
+    """
+
+    API_KEY = 1
+    __slots__ = (
+        "epoch",
+        "forgotten",
+        "isolation_level",
+        "max_bytes",
+        "max_wait_time",
+        "min_bytes",
+        "rack_id",
+        "session_id",
+        "topics",
+    )
+
+    def __init__(
+        self,
+        max_wait_time: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+        topics: Topics,
+        *,
+        session_id: int = 0,
+        epoch: int = -1,
+        forgotten: Sequence[tuple[str, Sequence[int]]] = (),
+        rack_id: str = "",
+    ) -> None:
+        self.max_wait_time = max_wait_time
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.topics = topics
+        self.session_id = session_id
+        self.epoch = epoch
+        self.forgotten = forgotten
+        self.rack_id = rack_id
+
+    def build(self, version: int) -> FetchFrame:
+        """The request encoded at ``version``."""
+        if not _MIN_VERSION <= version <= _MAX_VERSION:
+            raise ValueError(f"Fetch v{version} is not encoded here {FETCH_VERSIONS}")
+        if version < 4 and self.isolation_level:
+            raise UnsupportedVersionError(
+                f"read_committed needs Fetch v4 or later; the broker offers at most v{version}: "
+                "use consumer.isolation_level = 'read_uncommitted' or upgrade the broker"
+            )
+        flexible = version >= _FLEXIBLE
+        args = (-1, self.max_wait_time, self.min_bytes)
+        if version >= 7:
+            head = _HEAD_V7.pack(
+                *args, self.max_bytes, self.isolation_level, self.session_id, self.epoch
+            )
+        elif version >= 4:
+            head = _HEAD_V4.pack(*args, self.max_bytes, self.isolation_level)
+        elif version >= 3:
+            head = _HEAD_V3.pack(*args, self.max_bytes)
+        else:
+            head = _HEAD_V1.pack(*args)
+        out = [head, _count(len(self.topics), flexible)]
+        for topic, parts in self.topics:
+            out.append(_string(topic, flexible))
+            out.append(_count(len(parts), flexible))
+            if flexible:
+                pack = _PART_V12.pack
+                out += [
+                    pack(p[0], -1, p[1], p[3] if len(p) > 3 else -1, -1, p[2], 0) for p in parts
+                ]
+                out.append(_NO_TAGS)
+            elif version >= 9:
+                pack = _PART_V9.pack
+                out += [pack(p[0], -1, p[1], -1, p[2]) for p in parts]
+            elif version >= 5:
+                pack = _PART_V5.pack
+                out += [pack(p[0], p[1], -1, p[2]) for p in parts]
+            else:
+                pack = _PART_V1.pack
+                out += [pack(p[0], p[1], p[2]) for p in parts]
+        if version >= 7:
+            out.append(_count(len(self.forgotten), flexible))
+            for topic, partitions in self.forgotten:
+                out.append(_string(topic, flexible))
+                out.append(_count(len(partitions), flexible))
+                out += [_I32.pack(p) for p in partitions]
+                if flexible:
+                    out.append(_NO_TAGS)
+        if version >= 11:
+            out.append(_string(self.rack_id, flexible))
+        if flexible:
+            out.append(_NO_TAGS)
+        return FetchFrame(version, b"".join(out))
+
+
+# ---------------------------------------------------------------- response
+
 _V7_HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 # A partition's fixed fields up to the next variable-length one, in one call each:
 # partition, error_code, high watermark, [last stable offset, [log start offset,]]
@@ -35,9 +230,13 @@ _V7_HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _P1 = struct.Struct(">ihqi")
 _P4 = struct.Struct(">ihqqi")
 _P5 = struct.Struct(">ihqqqi")
+# v12: partition, error_code, high watermark, last stable offset, log start offset.
+_P12 = struct.Struct(">ihqqq")
 _REPLICA_LEN = struct.Struct(">ii")  # v11: preferred_read_replica, record set length
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
-_MIN_VERSION, _MAX_VERSION = 1, 11
+# v12 partition tagged fields: 0 diverging_epoch (epoch, end_offset), 1 current_leader
+# (leader_id, leader_epoch), 2 snapshot_id (end_offset, epoch); each ends in its own tags.
+_TAGGED = {0: struct.Struct(">iq"), 1: struct.Struct(">ii"), 2: struct.Struct(">qi")}
 
 
 class FetchResponse:
@@ -67,12 +266,15 @@ class FetchResponse:
 
 
 def decode_fetch_response(version: int, payload: bytes) -> FetchResponse:
-    """Decode a Fetch response frame (v0 response header included) of ``version``."""
+    """Decode a Fetch response frame (response header included) of ``version``."""
     if not _MIN_VERSION <= version <= _MAX_VERSION:
         raise ValueError(f"Fetch v{version} is not decoded here ({_MIN_VERSION}-{_MAX_VERSION})")
     try:
+        if version >= _FLEXIBLE:
+            return _decode_flexible(version, memoryview(payload))
         return _decode(version, memoryview(payload))
-    except (struct.error, UnicodeDecodeError, _Underrun) as exc:
+    except (struct.error, UnicodeDecodeError, IndexError, _Underrun) as exc:
+        # IndexError: a varint's byte read past the end of the frame.
         raise CorruptMessageError(f"malformed Fetch v{version} response: {exc}") from exc
 
 
@@ -162,38 +364,120 @@ def _records(view: memoryview, pos: int, length: int, size: int) -> tuple[int, m
     return end, view[pos:end]
 
 
-class SessionFetchRequest(FetchRequest):  # type: ignore[misc]
-    """aiokafka's Fetch builder plus the KIP-227 session fields (sent from v7 on).
+def _uvarint(view: memoryview, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it."""
+    value = shift = 0
+    while True:
+        byte = view[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise _Underrun("a varint is longer than 5 bytes")
 
-    aiokafka always sends session id 0, epoch -1 (sessionless) and no forgotten
-    partitions; this one sends what :class:`~consumergroup.consumer.fetch_session.
-    FetchSession` planned. Below v7 the fields do not exist: the request is the
-    full one the plan holds (a session is only planned after a v7+ response).
-    """
 
-    def __init__(
-        self,
-        max_wait_time: int,
-        min_bytes: int,
-        max_bytes: int,
-        isolation_level: int,
-        topics: list[tuple[str, list[tuple[int, int, int]]]],
-        *,
-        session_id: int,
-        epoch: int,
-        forgotten: list[tuple[str, list[int]]],
-    ) -> None:
-        super().__init__(max_wait_time, min_bytes, max_bytes, isolation_level, topics)
-        self._session_id = session_id
-        self._epoch = epoch
-        self._forgotten = forgotten
+def _skip_tags(view: memoryview, pos: int, size: int) -> int:
+    """Skip a tagged-field section (none of which we read); the position after it."""
+    n, pos = _uvarint(view, pos)
+    for _ in range(n):
+        _, pos = _uvarint(view, pos)
+        length, pos = _uvarint(view, pos)
+        pos += length
+        if pos > size:
+            raise _Underrun("a tagged field runs past the end of the frame")
+    return pos
 
-    def build(self, request_struct_class: type[FetchRequestStruct]) -> FetchRequestStruct:
-        """The struct for the negotiated version, with the session fields from v7."""
-        built: FetchRequestStruct = super().build(request_struct_class)
-        if request_struct_class.API_VERSION >= 7:
-            fields = built.__dict__  # aiokafka's Struct encodes from its __dict__
-            fields["session_id"] = self._session_id
-            fields["session_epoch"] = self._epoch
-            fields["forgotten_topics_data"] = self._forgotten
-        return built
+
+def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
+    """Fetch v12: response header v1, compact arrays and strings, tagged fields."""
+    size = len(view)
+    pos = _skip_tags(view, 4, size)  # correlation id, then the header's tagged fields
+    throttle, error, session = _V7_HEAD.unpack_from(view, pos)
+    pos += _V7_HEAD.size
+    n_topics, pos = _uvarint(view, pos)
+    topics: list[tuple[str | None, list[tuple[Any, ...]] | None]] | None = (
+        None if n_topics == 0 else []
+    )
+    unpack_i32 = _I32.unpack_from
+    for _ in range(n_topics - 1):
+        name_len, pos = _uvarint(view, pos)
+        name: str | None = None
+        if name_len:
+            end = pos + name_len - 1
+            if end > size:
+                raise _Underrun("topic name runs past the end of the frame")
+            name = str(view[pos:end], "utf-8")
+            pos = end
+        n_parts, pos = _uvarint(view, pos)
+        parts: list[tuple[Any, ...]] | None = None if n_parts == 0 else []
+        for _ in range(n_parts - 1):
+            partition, error_code, hwm, lso, log_start = _P12.unpack_from(view, pos)
+            pos += 30
+            n = view[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _uvarint(view, pos)
+            aborted: list[tuple[int, int]] | None = None
+            if n == 1:
+                aborted = []
+            elif n > 1:
+                if pos + 17 * (n - 1) > size:
+                    raise _Underrun("aborted transactions run past the end of the frame")
+                aborted = []
+                for _ in range(n - 1):
+                    aborted.append(_ABORTED.unpack_from(view, pos))
+                    pos = _skip_tags(view, pos + 16, size)
+            replica = unpack_i32(view, pos)[0]
+            length = view[pos + 4]
+            if length < 0x80:
+                pos += 5
+            else:
+                length, pos = _uvarint(view, pos + 4)
+            pos, records = _records(view, pos, length - 1, size)
+            diverging = leader = snapshot = None
+            if view[pos] == 0:  # no tagged fields: the common case
+                pos += 1
+            else:
+                n_tags, pos = _uvarint(view, pos)
+                for _ in range(n_tags):
+                    tag, pos = _uvarint(view, pos)
+                    length, pos = _uvarint(view, pos)
+                    end = pos + length
+                    if end > size:
+                        raise _Underrun("a tagged field runs past the end of the frame")
+                    layout = _TAGGED.get(tag)
+                    if layout is not None:
+                        if length < layout.size + 1:  # its fields and its own tag count
+                            raise _Underrun(f"tagged field {tag} is {length} bytes")
+                        value = layout.unpack_from(view, pos)
+                        if tag == 0:
+                            diverging = value
+                        elif tag == 1:
+                            leader = value
+                        else:
+                            snapshot = value
+                    pos = end
+            assert parts is not None  # n_parts > 1 here
+            parts.append(
+                (
+                    partition,
+                    error_code,
+                    hwm,
+                    lso,
+                    log_start,
+                    aborted,
+                    replica,
+                    diverging,
+                    leader,
+                    snapshot,
+                    records,
+                )
+            )
+        pos = _skip_tags(view, pos, size)
+        assert topics is not None  # n_topics > 1 here
+        topics.append((name, parts))
+    _skip_tags(view, pos, size)
+    return FetchResponse(version, throttle, error, session, topics)

@@ -8,6 +8,9 @@ connection feeds them the ranges the broker advertised in ApiVersions.
 
 Responses decode to aiokafka ``Struct`` objects: top-level fields are
 attributes, nested arrays are plain tuples in schema order.
+
+Fetch is the exception: it has its own encoder and decoder (:mod:`.fetch`, v1-v12,
+the hot path), negotiated here the same way.
 """
 
 from __future__ import annotations
@@ -27,12 +30,11 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
-from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from ..errors import UnsupportedVersionError
-from .fetch import decode_fetch_response
+from .fetch import FETCH_VERSIONS, FetchFrame, FetchRequest, decode_fetch_response
 from .group_protocol import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -43,6 +45,8 @@ from .group_protocol import (
 
 __all__ = [
     "API_NAMES",
+    "AnyRequest",
+    "AnyRequestStruct",
     "ApiVersionRequest",
     "ApiVersionRequest_v0",
     "CreateTopicsRequest",
@@ -63,6 +67,7 @@ __all__ = [
     "SyncGroupRequest",
     "VersionRanges",
     "codec_versions",
+    "common_version",
     "decode_response",
     "encode_request",
     "prepare",
@@ -116,8 +121,12 @@ class ListOffsetsRequest(Request[_ListOffsetsStruct]):  # type: ignore[misc]
         return request_struct_class(-1, self._isolation_level, self._topics)
 
 
+#: A request the connection can send: an aiokafka builder or our Fetch.
+AnyRequest: TypeAlias = Request[Any] | FetchRequest
+#: A request built at its negotiated version.
+AnyRequestStruct: TypeAlias = RequestStruct | FetchFrame
+
 _BUILDERS: tuple[type[Request[Any]], ...] = (
-    FetchRequest,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetCommitRequest,
@@ -137,36 +146,43 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
 @functools.cache
 def codec_versions() -> VersionRanges:
     """The (min, max) codec versions aiokafka ships for every API we use (do not mutate)."""
-    out: VersionRanges = {}
+    out: VersionRanges = {FetchRequest.API_KEY: FETCH_VERSIONS}
     for builder in _BUILDERS:
         versions = [cls.API_VERSION for cls in builder._CLASSES]
         out[builder.API_KEY] = (min(versions), max(versions))
     return out
 
 
-def encode_request(struct: RequestStruct, correlation_id: int, client_id: str) -> bytes:
+def encode_request(struct: AnyRequestStruct, correlation_id: int, client_id: str) -> bytes:
     """Header + body of one request, without the int32 size prefix."""
+    if isinstance(struct, FetchFrame):
+        return struct.frame(correlation_id, client_id)
     header = struct.build_request_header(correlation_id, client_id)
     data: bytes = header.encode() + struct.encode()
     return data
 
 
-def decode_response(struct: RequestStruct, payload: bytes) -> Any:
+def decode_response(struct: AnyRequestStruct, payload: bytes) -> Any:
     """Decode a response frame (header included) for the request ``struct``.
 
     Fetch responses go through our own decoder (:mod:`.fetch`): same shape, no
     per-field Python calls, record sets as views of the frame.
     """
-    if struct.API_KEY == FetchRequest.API_KEY:
+    if isinstance(struct, FetchFrame):
         return decode_fetch_response(struct.API_VERSION, payload)
     buf = BytesIO(payload)
     struct.parse_response_header(buf)
     return struct.RESPONSE_TYPE.decode(buf)
 
 
-def prepare(request: Request[Any], broker: VersionRanges, address: str) -> RequestStruct:
-    """Build ``request`` at the highest version both aiokafka's codecs and the broker support."""
+def prepare(request: AnyRequest, broker: VersionRanges, address: str) -> AnyRequestStruct:
+    """Build ``request`` at the highest version both our codecs and the broker support."""
     try:
+        if isinstance(request, FetchRequest):
+            version = common_version(codec_versions()[request.API_KEY], broker.get(request.API_KEY))
+            if version is None:
+                raise IncompatibleBrokerVersion("no common Fetch version")
+            return request.build(version)
         return request.prepare(broker)
     except (IncompatibleBrokerVersion, NotImplementedError) as exc:
         name = API_NAMES.get(request.API_KEY, str(request.API_KEY))
@@ -181,6 +197,14 @@ def prepare(request: Request[Any], broker: VersionRanges, address: str) -> Reque
             f"{name}: broker {address} supports versions {theirs}, this client {ours}: "
             "upgrade the broker or this client"
         ) from exc
+
+
+def common_version(ours: tuple[int, int] | None, theirs: tuple[int, int] | None) -> int | None:
+    """The highest version in both ranges (None: no overlap, or a side lacks the API)."""
+    if ours is None or theirs is None:
+        return None
+    hi = min(ours[1], theirs[1])
+    return hi if hi >= max(ours[0], theirs[0]) else None
 
 
 # ---------------------------------------------------------------- admin APIs (admin.py)

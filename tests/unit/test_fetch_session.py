@@ -9,7 +9,7 @@ from aiokafka.protocol.fetch import FetchRequest_v4, FetchRequest_v7, FetchReque
 
 from consumergroup.consumer.fetch_session import FetchSession, next_epoch
 from consumergroup.consumer.partition import PartitionConsumer
-from consumergroup.net.fetch import SessionFetchRequest
+from consumergroup.net.fetch import FetchRequest
 
 
 def pcs(topic: str, n: int, offset: int = 0) -> list[PartitionConsumer]:
@@ -128,13 +128,13 @@ def test_reset_after_a_new_connection_names_everything() -> None:
 
 
 def test_request_carries_the_session_fields_from_v7_and_none_below() -> None:
-    request = SessionFetchRequest(
+    request = FetchRequest(
         500, 1, 1 << 20, 0, [("a", [(1, 40, 1024)])], session_id=7, epoch=3, forgotten=[("a", [2])]
     )
     for cls in (FetchRequest_v7, FetchRequest_v11):
-        decoded = cls.decode(BytesIO(request.build(cls).encode())).to_object()
+        decoded = cls.decode(BytesIO(request.build(cls.API_VERSION).body)).to_object()
         assert (decoded["session_id"], decoded["session_epoch"]) == (7, 3)
         assert decoded["forgotten_topics_data"] == [{"topic": "a", "partitions": [2]}]
         assert decoded["topics"][0]["partitions"][0]["fetch_offset"] == 40
-    v4 = FetchRequest_v4.decode(BytesIO(request.build(FetchRequest_v4).encode())).to_object()
+    v4 = FetchRequest_v4.decode(BytesIO(request.build(4).body)).to_object()
     assert "session_id" not in v4 and v4["topics"][0]["partitions"][0]["offset"] == 40
