@@ -20,9 +20,9 @@ def pcs(topic: str, n: int, offset: int = 0) -> list[PartitionConsumer]:
     ]
 
 
-def named(topics: list[tuple[str, list[tuple[int, int, int]]]]) -> dict[tuple[str, int], int]:
+def named(topics: list[tuple[str, list[tuple[int, ...]]]]) -> dict[tuple[str, int], int]:
     """``{(topic, partition): fetch offset}`` of a plan's topics."""
-    return {(t, p): offset for t, parts in topics for p, offset, _ in parts}
+    return {(t, e[0]): e[1] for t, parts in topics for e in parts}
 
 
 def opened(parts: list[PartitionConsumer], session_id: int = 7) -> FetchSession:
@@ -138,3 +138,16 @@ def test_request_carries_the_session_fields_from_v7_and_none_below() -> None:
         assert decoded["topics"][0]["partitions"][0]["fetch_offset"] == 40
     v4 = FetchRequest_v4.decode(BytesIO(request.build(4).body)).to_object()
     assert "session_id" not in v4 and v4["topics"][0]["partitions"][0]["offset"] == 40
+
+
+def test_last_fetched_epochs_are_named_while_the_position_is_where_they_were_learnt() -> None:
+    parts = pcs("a", 3, offset=10)
+    # Partition 0 fetched up to 10 in epoch 4; partition 1's epoch is for an older position.
+    epochs = {("a", 0): (10, 4), ("a", 1): (5, 3)}
+    full = FetchSession().plan(parts, epochs)
+    assert sorted(full.topics[0][1]) == [(0, 10, 1024, 4), (1, 10, 1024, -1), (2, 10, 1024, -1)]
+    session = opened(parts)
+    parts[2]._offset = 12
+    incremental = session.plan(parts, {("a", 2): (12, 5)})
+    assert incremental.topics == [("a", [(2, 12, 1024, 5)])]
+    assert FetchSession().plan(parts).topics[0][1][0] == (0, 10, 1024)  # below v12: no epochs
