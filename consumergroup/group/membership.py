@@ -85,6 +85,8 @@ class Membership:
         self._stalled: tuple[int, str] | None = None
         self._stalled_rounds = 0
         self._round: tuple[int, str] = (-1, "")
+        # (leader id, loop time its poke was answered): the eviction check still to trigger.
+        self._poked: tuple[str, float] | None = None
 
     def _strategies(self) -> list[BalanceStrategy]:
         return list(self._config.consumer.group.rebalance.strategies)
@@ -187,8 +189,12 @@ class Membership:
         """
         key = self._round
         if key[0] < 0 or key[1] in ("", self.member_id):
-            self._stalled, self._stalled_rounds = None, 0
+            self._stalled, self._stalled_rounds, self._poked = None, 0, None
             return
+        if self._poked is not None and self._poked[0] == key[1]:
+            await self._evict_poked()
+            return
+        self._poked = None
         self._stalled_rounds = self._stalled_rounds + 1 if key == self._stalled else 1
         self._stalled = key
         if self._stalled_rounds < ORPHANED_ROUNDS:
@@ -207,6 +213,37 @@ class Membership:
             await self._send_join(self._join_request(topics, owned, leader, None))
         except ConsumerGroupError as exc:
             self.log.info("JoinGroup under the absent leader's id failed: %s", exc)
+            return
+        self._poked = (leader, asyncio.get_running_loop().time())
+
+    async def _evict_poked(self) -> None:
+        """After the poke: make the coordinator run its eviction check once the poked id's
+        session timeout has passed, while that id is still a member.
+
+        Tansu runs that check only on a JoinGroup/SyncGroup/Heartbeat *without* a
+        group_instance_id, or on any Heartbeat while the group forms. Dynamic members'
+        own joins trigger it; static members never send one while joining, so a group of
+        static members waited for ever (and a second poke, evicting the id and re-adding
+        it in the same request, made it leader again). A Heartbeat under this member's own
+        ids does it: the poked leader is evicted, the leader cleared, and the next member
+        to join leads. Sent each stalled round until a round names another leader.
+        """
+        assert self._poked is not None
+        leader, poked_at = self._poked
+        session_timeout = self._config.consumer.group.session_timeout
+        if asyncio.get_running_loop().time() - poked_at <= session_timeout:
+            return  # not expired yet: the coordinator would keep it
+        request = HeartbeatRequest(self.group, self.generation_id, self.member_id, self.instance_id)
+        try:
+            resp = await self._coordinator_send(request, timeout=self._config.net.read_timeout)
+        except ConsumerGroupError as exc:
+            self.log.info("Heartbeat to evict the absent leader %s failed: %s", leader, exc)
+            return
+        self.log.info(
+            "Heartbeat to evict the absent leader %s answered %s",
+            leader,
+            error_for_code(resp.error_code).__name__ if resp.error_code else "no error",
+        )
 
     def _join_request(
         self,
@@ -294,7 +331,7 @@ class Membership:
             raise self._fenced("SyncGroup")
         if sync_resp["error_code"]:
             raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
-        self._stalled, self._stalled_rounds = None, 0
+        self._stalled, self._stalled_rounds, self._poked = None, 0, None
         assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
         self.assignment = {t: sorted(p) for t, p in assignment.topics.items()}
         return Generation(

@@ -16,10 +16,10 @@ import contextlib
 import pytest
 
 import consumergroup as cg
-from consumergroup.balance.protocol import MemberSubscription
+from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
 from consumergroup.client import Client
 from consumergroup.errors import MemberIdRequiredError
-from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest
+from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.group_support import Recorder, group_config, wait_for
@@ -69,6 +69,57 @@ async def test_a_group_whose_leader_left_mid_join_still_forms(
         assert not run.done()
         assert member.member_id != departed
         if on_tansu:  # the stall was recognised, and ended by the poke under the leader's id
+            assert f"named leader {departed}" in caplog.text
+        await member.close(10.0)
+        await asyncio.wait_for(run, 5)
+
+
+async def _static_leader_vanishes(bootstrap: str, group: str, topic: str, config: cg.Config) -> str:
+    """A raw *static* member forms the group alone (it leads and takes every partition),
+    then goes silent without LeaveGroup, as a static member's close() does. Returns its id."""
+    strategy = config.consumer.group.rebalance.strategies[0].name
+    meta = MemberSubscription(topics=[topic], user_data=None, version=3).encode()
+    session_ms = int(config.consumer.group.session_timeout * 1000)
+    async with Client([bootstrap], cg.Config(client_id="vanishing")) as client:
+        conn = await client.coordinator(group)
+        join = JoinGroupRequest(
+            group, session_ms, session_ms, "", "vanishing", "consumer", [(strategy, meta)]
+        )
+        resp = (await conn.send(join, timeout=30)).to_object()
+        assert resp["error_code"] == 0, resp
+        member_id: str = resp["member_id"]
+        assert resp["leader_id"] == member_id, "the first member to join leads"
+        plan = MemberAssignment({topic: list(range(2))}).encode()
+        sync = SyncGroupRequest(
+            group, resp["generation_id"], member_id, "vanishing", [(member_id, plan)]
+        )
+        assert (await conn.send(sync, timeout=30)).to_object()["error_code"] == 0
+    return member_id
+
+
+async def test_a_static_group_whose_leader_vanished_still_forms(
+    bootstrap: str, new_topic: TopicFactory, on_tansu: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On Tansu 0.6 only a request without a group_instance_id (or a Heartbeat while the
+    group forms) evicts silent members: in a group of static members nothing did, so the
+    joining member was told the silent leader leads, for ever; and poking the leader's id
+    again evicted it and re-made it leader in the same request. Before the fix this test
+    timed out (the intermittent failure of test_static_membership's no-LeaveGroup case)."""
+    topic = await new_topic(partitions=2)
+    group = unique()
+    config = group_config()
+    config.consumer.group.instance_id = "survivor"
+    departed = await _static_leader_vanishes(bootstrap, group, topic, config)
+    handler = Recorder()
+    member = cg.ConsumerGroup([bootstrap], group, config)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(member.close, 10.0)
+        run = asyncio.create_task(member.run([topic], handler))
+        await produce(bootstrap, topic, [b"%d" % i for i in range(10)])
+        await wait_for(lambda: len(set(handler.seen)) == 10, 60, "the group to form")
+        assert not run.done()
+        assert handler.owned() == 2
+        if on_tansu:
             assert f"named leader {departed}" in caplog.text
         await member.close(10.0)
         await asyncio.wait_for(run, 5)

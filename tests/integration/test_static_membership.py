@@ -142,24 +142,7 @@ async def test_static_member_killed_and_restarted_causes_no_rebalance(
     assert sum(len(c) for c in handled.values()) == 600, "a message was lost"
 
 
-@pytest.mark.parametrize(
-    "leave_group",
-    [
-        pytest.param(
-            None,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason=(
-                    "intermittent (2 of 4 full runs): after the static leader leaves without "
-                    "LeaveGroup, Tansu 0.6 keeps naming it leader of the forming group, and "
-                    "the orphaned-leader recovery (joining once under its member id) does not "
-                    "clear a *static* leader within 60 s; see docs/architecture.md"
-                ),
-            ),
-        ),
-        True,
-    ],
-)
+@pytest.mark.parametrize("leave_group", [None, True])
 async def test_static_member_close_sends_leave_group_only_when_asked(
     bootstrap: str, new_topic: TopicFactory, leave_group: bool | None
 ) -> None:
