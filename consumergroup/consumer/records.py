@@ -1,22 +1,27 @@
 """Decode one partition's record set from a Fetch response into :class:`ConsumerMessage`\\ s.
 
 This is the consumer's hot path. Batch framing, transaction filtering and offset
-bookkeeping are done once per batch in Python; record parsing and decompression are
-done by aiokafka's C-accelerated record readers (pure-Python fallback when aiokafka runs
-without extensions). Per record we only read the C record's fields and build one
-:class:`ConsumerMessage`, inside a list comprehension.
+bookkeeping are done once per batch in Python. Message-format v2 records are parsed by
+our C extension (``_crecords.c``), which builds the :class:`ConsumerMessage` objects
+itself; without it (no compiler at install time, or ``CONSUMERGROUP_PURE_PYTHON=1``),
+and for v0/v1, aiokafka's record readers parse them and a list comprehension copies
+their fields into messages.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, dropwhile, islice
 from typing import Any
 
+from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.legacy_records import LegacyRecordBatch
+from aiokafka.record.util import calc_crc32c
 
 from consumergroup.errors import CorruptMessageError
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
@@ -45,12 +50,66 @@ _SIZE_OFFSET = struct.Struct(">q")
 # not bounds-check the header, so shorter input must be rejected before reaching them.
 _MIN_LENGTH = (14, 22, 49)
 _MIN_ANY_LENGTH = _MIN_LENGTH[0]
+# The v2 batch header (61 bytes), read with struct: constructing aiokafka's batch object
+# per batch only to read these costs more. For the scan: base offset, CRC, attributes,
+# last offset delta, producer id; for decoding: base offset, attributes, first and max
+# timestamp, record count. The CRC covers the bytes from the attributes to the end.
+_V2_SCAN = struct.Struct(">q9xIhi16xq")
+_V2_DECODE = struct.Struct(">q13xh4xqq14xi")
+_V2_HEADER_SIZE = 61
+_V2_CRC_START = 21
+_CODEC_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+# Decompression as aiokafka's readers do it (gzip reads the buffer, the others want bytes).
+_DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
+    1: gzip_decode,
+    2: lambda data: snappy_decode(data.tobytes()),
+    3: lambda data: lz4_decode(data.tobytes()),
+    4: lambda data: zstd_decode(data.tobytes()),
+}
+# aiokafka types it for bytes; its C version (and the pure-Python one) takes any buffer.
+_crc32c: Callable[[memoryview], int] = calc_crc32c  # type: ignore[assignment]
 # Control record key: int16 version, int16 type (0 = ABORT, 1 = COMMIT).
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_ABORT = 0
 # Shared by records without headers: an empty list per message would be one more
 # GC-tracked object kept alive per record.
 _NO_HEADERS: tuple[()] = ()
+
+#: ``decode_v2(body, pos, index, count, base_offset, timestamp, log_append_time, topic,
+#: partition, start, limit) -> (messages, pos, index)``; see ``_crecords.c``.
+DecodeV2 = Callable[
+    [Any, int, int, int, int, int, bool, str, int, int, int],
+    tuple[list[ConsumerMessage], int, int],
+]
+
+
+def _load_c_decoder() -> DecodeV2 | None:
+    """The C v2 decoder bound to :class:`ConsumerMessage`, or None: not built (no compiler
+    at install time), disabled with ``CONSUMERGROUP_PURE_PYTHON``, or the class's slots
+    are not what it fills (a warning then: the install works, more slowly)."""
+    if os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _crecords
+    except ImportError:
+        return None
+    try:
+        _crecords.bind(ConsumerMessage)
+    except TypeError as exc:
+        warnings.warn(
+            f"consumergroup's C record decoder is disabled ({exc}); using the slower "
+            "Python path",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return _crecords.decode_v2
+
+
+_decode_v2 = _load_c_decoder()
 
 
 @dataclass(slots=True)
@@ -178,19 +237,21 @@ def scan_records(
                 )
             batch: Any
             if magic == 2:
-                batch = DefaultRecordBatch(view[pos:batch_end])
-                if check_crcs and not batch.validate_crc():
+                first, crc, attributes, last_delta, producer_id = _V2_SCAN.unpack_from(view, pos)
+                batch = view[pos:batch_end]
+                if check_crcs and _crc32c(batch[_V2_CRC_START:]) != crc:
                     raise CorruptMessageError("record batch CRC mismatch")
-                batch_next: int = batch.next_offset
+                batch_next = first + last_delta + 1
                 keep = (
                     not (
                         txns is not None
-                        and batch.producer_id >= 0
-                        and _skip_transactional(batch, txns, batch_next - 1)
+                        and producer_id >= 0
+                        and _skip_transactional(
+                            batch, attributes, producer_id, txns, batch_next - 1
+                        )
                     )
-                    and not batch.is_control_batch
+                    and not attributes & _CONTROL
                 )
-                first = batch.base_offset
             else:
                 batch = LegacyRecordBatch(view[pos:batch_end], magic)
                 if check_crcs and not batch.validate_crc():
@@ -216,8 +277,71 @@ def decode_batch(
 ) -> Iterator[list[ConsumerMessage]]:
     """The messages of one kept batch from :func:`scan_records`, none below ``start``,
     in lists of at most ``limit`` messages (0: one list for the whole batch)."""
+    steps = (
+        _c_steps(topic, partition, batch, start, limit)
+        if magic == 2 and _decode_v2 is not None
+        else _reader_steps(topic, partition, batch, magic, start, limit)
+    )
+    while True:
+        # One list per step, with the collector off while it is built and the new
+        # messages moved past the young generations afterwards (see gcpolicy).
+        try:
+            step = next(steps, None)
+            if step is None:
+                return
+            chunk = decode_step(step)
+        except CorruptMessageError:
+            raise
+        except Exception as exc:  # the C decoder's, aiokafka's or cramjam's: the payload is bad
+            raise CorruptMessageError(
+                f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
+            ) from exc
+        if chunk:
+            yield chunk
+
+
+# A batch is decoded by running the callables one of these yields, one per list of at
+# most ``limit`` messages; each is run before the next is asked for.
+Steps = Iterator[Callable[[], list[ConsumerMessage]]]
+
+
+def _c_steps(topic: str, partition: int, batch: memoryview, start: int, limit: int) -> Steps:
+    """A v2 batch through the C decoder, resuming at its byte position and record index."""
+    decode_v2 = _decode_v2
+    assert decode_v2 is not None
+    first, attributes, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
+    body: memoryview | bytes = batch[_V2_HEADER_SIZE:]
+    codec = attributes & _CODEC_MASK
+    if codec:
+        decompress = _DECOMPRESS.get(codec)
+        if decompress is None:
+            raise CorruptMessageError(f"unknown compression codec {codec}")
+        body = decompress(body)
+    log_append_time = bool(attributes & _LOG_APPEND_TIME)
+    timestamp = max_ts if log_append_time else first_ts
+    pos = index = 0
+
+    def step() -> list[ConsumerMessage]:
+        nonlocal pos, index
+        messages, pos, index = decode_v2(
+            body, pos, index, count, first, timestamp, log_append_time,
+            topic, partition, start, limit,
+        )  # fmt: skip
+        return messages
+
+    # At least one step: a batch of 0 records must still hold no record bytes.
+    yield step
+    while index < count:
+        yield step
+
+
+def _reader_steps(
+    topic: str, partition: int, batch: Any, magic: int, start: int, limit: int
+) -> Steps:
+    """A batch through aiokafka's record reader (v0/v1, or v2 without the C decoder)."""
     build: Callable[[Iterable[Any]], list[ConsumerMessage]]
     if magic == 2:
+        batch = DefaultRecordBatch(batch)
         ts_type: int = batch.timestamp_type
         # aiokafka's C batch may be iterated (iter()) only once; chain() calls iter()
         # once and can then be sliced again and again.
@@ -263,23 +387,19 @@ def decode_batch(
                 for r in records
             ]
 
-    while True:
-        # One list per step, with the collector off while it is built and the new
-        # messages moved past the young generations afterwards (see gcpolicy).
-        try:
-            chunk = decode_step(lambda: build(islice(source, limit) if limit else source))
-        except CorruptMessageError:
-            raise
-        except Exception as exc:  # aiokafka/cramjam errors: the payload is bad
-            raise CorruptMessageError(
-                f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
-            ) from exc
-        if chunk:
-            yield chunk
-        # A short slice means the batch is exhausted; aiokafka's C batch must not be
-        # advanced past its end (it reads beyond the buffer instead of stopping again).
-        if not limit or len(chunk) < limit:
-            return
+    built = 0
+
+    def step() -> list[ConsumerMessage]:
+        nonlocal built
+        chunk = build(islice(source, limit) if limit else source)
+        built = len(chunk)
+        return chunk
+
+    yield step
+    # A short slice means the batch is exhausted; aiokafka's C batch must not be
+    # advanced past its end (it reads beyond the buffer instead of stopping again).
+    while limit and built == limit:
+        yield step
 
 
 def _corrupt(
@@ -336,15 +456,17 @@ def _from_offset(records: Iterable[Any], fetch_offset: int) -> Iterator[Any]:
     return dropwhile(lambda record: record.offset < fetch_offset, records)
 
 
-def _skip_transactional(batch: DefaultRecordBatch, txns: AbortedTransactions, last: int) -> bool:
+def _skip_transactional(
+    batch: memoryview, attributes: int, producer_id: int, txns: AbortedTransactions, last: int
+) -> bool:
     """Apply the read_committed rule to a v2 batch that has a producer id.
 
     Returns True for a transactional batch of an aborted transaction (to be skipped).
     """
-    producer_id: int = batch.producer_id
     txns.advance(last)
-    if batch.is_control_batch:
-        marker = next(batch, None)
+    if attributes & _CONTROL:
+        # A marker batch is rare (one per transaction): aiokafka's reader reads its key.
+        marker = next(iter(DefaultRecordBatch(batch)), None)
         if marker is not None:
             key = marker.key
             if key is None or len(key) < _CONTROL_KEY.size:
@@ -352,4 +474,4 @@ def _skip_transactional(batch: DefaultRecordBatch, txns: AbortedTransactions, la
             if _CONTROL_KEY.unpack_from(key)[1] == _CONTROL_ABORT:
                 txns.end(producer_id)
         return False
-    return bool(batch.is_transactional) and txns.is_aborted(producer_id)
+    return bool(attributes & _TRANSACTIONAL) and txns.is_aborted(producer_id)

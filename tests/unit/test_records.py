@@ -157,10 +157,22 @@ def decode(
     )
 
 
-@pytest.fixture(params=["c", "python"])
+def c_decoder() -> records_module.DecodeV2:
+    """Our C v2 decoder, bound (also when CONSUMERGROUP_PURE_PYTHON kept records.py off it)."""
+    from consumergroup.consumer import _crecords
+
+    _crecords.bind(ConsumerMessage)
+    return _crecords.decode_v2
+
+
+@pytest.fixture(params=["cdecoder", "aiokafka-c", "aiokafka-py"])
 def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run a test on aiokafka's C readers and on its pure-Python fallback."""
-    if request.param == "python":
+    """Run a test on our C decoder (v2; aiokafka's C readers for v0/v1 and control
+    batches), on aiokafka's C readers alone and on aiokafka's pure-Python fallback."""
+    monkeypatch.setattr(
+        records_module, "_decode_v2", c_decoder() if request.param == "cdecoder" else None
+    )
+    if request.param == "aiokafka-py":
         monkeypatch.setattr(
             records_module, "DefaultRecordBatch", default_records._DefaultRecordBatchPy
         )
@@ -474,7 +486,7 @@ def test_control_record_with_short_key_is_corrupt(readers: str) -> None:
 # --- the collector ---------------------------------------------------------------------
 
 
-def test_gc_state_is_restored() -> None:
+def test_gc_state_is_restored(readers: str) -> None:
     data = v2_batch(recs(0, 2))
     assert gc.isenabled()
     decode(data, 0)
