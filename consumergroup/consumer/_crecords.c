@@ -304,7 +304,6 @@ PyDoc_STRVAR(bind_doc,
 static PyObject *
 bind(PyObject *module, PyObject *cls)
 {
-    module_state *st = get_state(module);
     if (!PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "bind() needs a class");
         return NULL;
@@ -347,6 +346,7 @@ bind(PyObject *module, PyObject *cls)
         }
         offsets[i] = member->offset;
     }
+    module_state *st = get_state(module);
     memcpy(st->offsets, offsets, sizeof(offsets));
     Py_INCREF(cls);
     Py_XSETREF(st->msg_type, type);

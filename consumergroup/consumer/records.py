@@ -69,8 +69,6 @@ _DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
     3: lambda data: lz4_decode(data.tobytes()),
     4: lambda data: zstd_decode(data.tobytes()),
 }
-# aiokafka types it for bytes; its C version (and the pure-Python one) takes any buffer.
-_crc32c: Callable[[memoryview], int] = calc_crc32c  # type: ignore[assignment]
 # Control record key: int16 version, int16 type (0 = ABORT, 1 = COMMIT).
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_ABORT = 0
@@ -100,8 +98,7 @@ def _load_c_decoder() -> DecodeV2 | None:
         _crecords.bind(ConsumerMessage)
     except TypeError as exc:
         warnings.warn(
-            f"consumergroup's C record decoder is disabled ({exc}); using the slower "
-            "Python path",
+            f"consumergroup's C record decoder is disabled ({exc}); using the slower Python path",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -239,7 +236,7 @@ def scan_records(
             if magic == 2:
                 first, crc, attributes, last_delta, producer_id = _V2_SCAN.unpack_from(view, pos)
                 batch = view[pos:batch_end]
-                if check_crcs and _crc32c(batch[_V2_CRC_START:]) != crc:
+                if check_crcs and calc_crc32c(batch[_V2_CRC_START:]) != crc:
                     raise CorruptMessageError("record batch CRC mismatch")
                 batch_next = first + last_delta + 1
                 keep = (
@@ -277,9 +274,10 @@ def decode_batch(
 ) -> Iterator[list[ConsumerMessage]]:
     """The messages of one kept batch from :func:`scan_records`, none below ``start``,
     in lists of at most ``limit`` messages (0: one list for the whole batch)."""
+    decode_v2 = _decode_v2
     steps = (
-        _c_steps(topic, partition, batch, start, limit)
-        if magic == 2 and _decode_v2 is not None
+        _c_steps(decode_v2, topic, partition, batch, start, limit)
+        if magic == 2 and decode_v2 is not None
         else _reader_steps(topic, partition, batch, magic, start, limit)
     )
     while True:
@@ -305,18 +303,19 @@ def decode_batch(
 Steps = Iterator[Callable[[], list[ConsumerMessage]]]
 
 
-def _c_steps(topic: str, partition: int, batch: memoryview, start: int, limit: int) -> Steps:
+def _c_steps(
+    decode_v2: DecodeV2, topic: str, partition: int, batch: memoryview, start: int, limit: int
+) -> Steps:
     """A v2 batch through the C decoder, resuming at its byte position and record index."""
-    decode_v2 = _decode_v2
-    assert decode_v2 is not None
     first, attributes, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
-    body: memoryview | bytes = batch[_V2_HEADER_SIZE:]
+    records = batch[_V2_HEADER_SIZE:]
+    body: memoryview | bytes = records
     codec = attributes & _CODEC_MASK
     if codec:
         decompress = _DECOMPRESS.get(codec)
         if decompress is None:
-            raise CorruptMessageError(f"unknown compression codec {codec}")
-        body = decompress(body)
+            raise ValueError(f"unknown compression codec {codec}")
+        body = decompress(records)
     log_append_time = bool(attributes & _LOG_APPEND_TIME)
     timestamp = max_ts if log_append_time else first_ts
     pos = index = 0
@@ -324,9 +323,18 @@ def _c_steps(topic: str, partition: int, batch: memoryview, start: int, limit: i
     def step() -> list[ConsumerMessage]:
         nonlocal pos, index
         messages, pos, index = decode_v2(
-            body, pos, index, count, first, timestamp, log_append_time,
-            topic, partition, start, limit,
-        )  # fmt: skip
+            body,
+            pos,
+            index,
+            count,
+            first,
+            timestamp,
+            log_append_time,
+            topic,
+            partition,
+            start,
+            limit,
+        )
         return messages
 
     # At least one step: a batch of 0 records must still hold no record bytes.
