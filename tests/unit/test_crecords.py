@@ -93,8 +93,9 @@ def test_the_c_decoder_is_built_and_used() -> None:
         assert records_module._decode_v2 is None
     else:
         assert records_module._decode_v2 is not None, (
-            "the C record decoder was not built (no C compiler or Python headers at install "
-            "time?); CONSUMERGROUP_PURE_PYTHON=1 tests the fallback alone"
+            "the C record decoder is not built: run `make .venv/.installed` (a venv from "
+            "before it, or an edited _crecords.c, needs a reinstall); without a C compiler, "
+            "CONSUMERGROUP_PURE_PYTHON=1 tests the fallback alone"
         )
     (m,) = chunks(v2_batch([Rec(5, b"k", b"v", [("h", None)])]), 0)[0]
     assert m == (TOPIC, PARTITION, 5, b"k", b"v", (("h", None),), Rec(0).timestamp, 0)
