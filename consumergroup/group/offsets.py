@@ -34,6 +34,7 @@ from ..retry import COORDINATOR_LOST, retrying
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
+    from ..message import ConsumerMessage
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,12 @@ CommitObserver = Callable[[float, BaseException | None], None]
 
 @dataclass(slots=True)
 class _Position:
+    topic: str
+    partition: int
     committed: int  # last offset the broker acknowledged (-1: none)
-    marked: int  # offset to commit next (the next message to consume)
+    # The offset to commit next (the next message to consume) minus one: what
+    # mark_message compares and stores is the message's own offset, with no addition.
+    last: int
     metadata: str = ""
 
 
@@ -73,10 +78,12 @@ class OffsetManager:
         self.group = group
         self._config = config
         self._positions: dict[TopicPartition, _Position] = {}
-        # mark()'s one-entry cache: a claim's messages come in runs of one partition,
-        # so most marks skip building a (topic, partition) key and the dict lookup.
-        # Cleared whenever _positions changes.
-        self._hot: tuple[str, int, _Position | None] = ("", -1, None)
+        # The marks' one-entry cache: the position marked last. A claim's messages come in
+        # runs of one partition, so most marks skip building a (topic, partition) key and
+        # the dict lookup. Reset to _idle (no partition) whenever _positions changes, so a
+        # position assigned again is a fresh one and a released one is never marked.
+        self._idle = _Position("", -1, -1, -2)
+        self._hot = self._idle
         self._commit_lock = asyncio.Lock()
         self.member_id = member_id
         self.generation_id = generation_id
@@ -115,14 +122,14 @@ class OffsetManager:
         self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
     ) -> None:
         """Own these partitions from now on; ``start`` is where consumption begins."""
-        self._hot = ("", -1, None)
+        self._hot = self._idle
         for tp, offset in start.items():
             done, metadata = committed.get(tp, (-1, ""))
-            self._positions[tp] = _Position(done, offset, metadata)
+            self._positions[tp] = _Position(*tp, done, offset - 1, metadata)
 
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget partitions the member no longer owns (after the final commit)."""
-        self._hot = ("", -1, None)
+        self._hot = self._idle
         for tp in partitions:
             self._positions.pop(tp, None)
 
@@ -133,20 +140,39 @@ class OffsetManager:
     # --------------------------------------------------------------------- marking
 
     def mark(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
-        """Mark ``offset`` as the next to consume; only moves forward (sarama MarkOffset)."""
-        hot_topic, hot_partition, pos = self._hot
-        if partition != hot_partition or topic != hot_topic:
-            pos = self._positions.get((topic, partition))
-            self._hot = (topic, partition, pos)
-        if pos is not None and offset > pos.marked:
-            pos.marked = offset
+        """Mark ``offset`` as the next to consume; only moves forward (sarama MarkOffset).
+
+        Ignored for a partition not owned (never assigned, or released)."""
+        pos = self._hot
+        if partition != pos.partition or topic != pos.topic:
+            found = self._positions.get((topic, partition))
+            if found is None:
+                return
+            self._hot = pos = found
+        if offset > pos.last + 1:
+            pos.last = offset - 1
             pos.metadata = metadata
+
+    def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
+        """Mark ``msg`` processed: its offset + 1 is committed next (sarama semantics).
+
+        What ``session.mark_message`` is bound to: one call per consumed message, so the
+        common case (the partition marked last, a higher offset) does not call
+        :meth:`mark`."""
+        pos = self._hot
+        offset = msg.offset
+        if msg.partition == pos.partition and msg.topic == pos.topic:
+            if offset > pos.last:
+                pos.last = offset
+                pos.metadata = metadata
+        else:
+            self.mark(msg.topic, msg.partition, offset + 1, metadata)
 
     def reset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Set the next offset to commit, backwards too (sarama ResetOffset)."""
         pos = self._positions.get((topic, partition))
         if pos is not None:
-            pos.marked = offset
+            pos.last = offset - 1
             pos.metadata = metadata
             # Force a commit even if it equals the last acknowledged one.
             pos.committed = -2 if offset == pos.committed else pos.committed
@@ -154,7 +180,7 @@ class OffsetManager:
     def marked(self, topic: str, partition: int) -> int:
         """The marked offset of a partition (-1 if not owned)."""
         pos = self._positions.get((topic, partition))
-        return pos.marked if pos is not None else -1
+        return pos.last + 1 if pos is not None else -1
 
     def committed(self, topic: str, partition: int) -> int:
         """The last offset the broker acknowledged for a partition (-1 if none / not owned)."""
@@ -172,9 +198,9 @@ class OffsetManager:
         """
         async with self._commit_lock:
             dirty = {
-                tp: (pos.marked, pos.metadata)
+                tp: (pos.last + 1, pos.metadata)
                 for tp, pos in self._positions.items()
-                if pos.marked >= 0 and pos.marked != pos.committed
+                if pos.last >= -1 and pos.last + 1 != pos.committed
             }
             if not dirty:
                 return
