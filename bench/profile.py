@@ -73,12 +73,10 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
     """Per-message stage costs; rows of (stage, ns/msg, note)."""
     from aiokafka.record.memory_records import MemoryRecords
 
+    from bench.hotpath_ir import session_for
     from consumergroup.config import Config
     from consumergroup.consumer.partition import PartitionConsumer
     from consumergroup.consumer.records import decode_records
-    from consumergroup.group.membership import Generation
-    from consumergroup.group.offsets import OffsetManager
-    from consumergroup.group.session import ConsumerGroupSession
     from consumergroup.message import ConsumerMessage
 
     sets = build_record_sets(records)
@@ -180,20 +178,6 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
         pc._fail(_End())
         return pc
 
-    offsets = OffsetManager(None, "g", cfg)  # type: ignore[arg-type]  # no I/O here
-    offsets.assign({}, {("t", 0): 0})
-    session = ConsumerGroupSession(
-        group_id="g",
-        generation=Generation(1, "m", "m", "range", {"t": [0]}),
-        claims={},
-        partition_counts={"t": 1},
-        client=None,  # type: ignore[arg-type]
-        membership=None,  # type: ignore[arg-type]
-        offsets=offsets,
-        config=cfg,
-        on_error=lambda err: None,
-    )
-
     async def via_batches(pc: PartitionConsumer) -> int:
         got = 0
         try:
@@ -205,7 +189,7 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
 
     async def via_messages(pc: PartitionConsumer, mark: bool) -> int:
         got = 0
-        mark_message = session.mark_message
+        mark_message = session_for("t", [0]).mark_message  # a session needs the loop
         try:
             if mark:
                 async for msg in pc.messages():
@@ -240,7 +224,7 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
     else:
         rows.append(("hand-off: _deliver + batches()", hand, f"chunks of ~{n // len(chunks)}"))
     rows.append(("iteration: messages() over batches()", it - hand, "async generator per message"))
-    rows.append(("session.mark_message", marked - it, "OffsetManager.mark: dict + compare"))
+    rows.append(("session.mark_message", marked - it, "OffsetManager.mark_message"))
 
     def free() -> None:
         chunks_ = decode_all()

@@ -1,0 +1,198 @@
+"""Instructions per message after the decoder: ``python -m bench.hotpath_ir``.
+
+Counts what one consumed message costs between the decoder and the user's loop body —
+the hand-off through a :class:`PartitionConsumer`, ``messages()`` iteration and
+``session.mark_message`` — as instructions under ``valgrind --tool=callgrind``, which
+are stable on a shared machine where timings are not. The records are decoded before
+the count starts and handed to the reader as ready lists (the decoder has its own
+measurements), and freed as the reader drops them, as in a real run.
+
+Each mode runs in its own valgrind process at two message counts; the difference
+divided by the extra messages is the per-message cost (start-up, imports and decoding
+cancel out). Modes:
+
+* ``decode``: the baseline: decode, deliver, then drop the partition unread (the
+  messages are freed all the same); subtracted from the others
+* ``batches``: ``async for batch in batches(): for msg in batch: pass``
+* ``batches_mark``: the same, ``mark(msg)`` on every message (the call alone)
+* ``messages``: ``async for msg in messages(): pass``
+* ``messages_mark``: ``async for msg in messages(): mark(msg)`` (the bench's cg_messages)
+
+``mark`` is ``session.mark_message`` of a real :class:`ConsumerGroupSession` owning the
+partition. ``--run MODE N`` is the child: it runs one mode once, uninstrumented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+MODES = ("decode", "batches", "batches_mark", "messages", "messages_mark")
+
+
+class _Ready:
+    """Duck-typed :class:`~consumergroup.consumer.records.RecordSet` over decoded lists."""
+
+    def __init__(self, lists: list[list[Any]]) -> None:
+        self._lists = deque(lists)
+        self.start = lists[0][0].offset
+        self.next_offset = lists[-1][-1].offset + 1
+        self.batches = True
+        self.count = sum(map(len, lists))
+        self.bytes_consumed = 0
+
+    def decode_batches(self, limit: int = 0) -> Iterator[list[Any]]:
+        lists = self._lists
+        while lists:
+            yield lists.popleft()  # the reader then holds the only reference
+
+
+def session_for(topic: str, partitions: list[int]) -> Any:
+    """A real session (no broker: marking is local) owning ``topic``'s ``partitions``."""
+    from consumergroup.config import Config
+    from consumergroup.group.membership import Generation
+    from consumergroup.group.offsets import OffsetManager
+    from consumergroup.group.session import ConsumerGroupSession
+
+    cfg = Config()
+    offsets = OffsetManager(None, "g", cfg)  # type: ignore[arg-type]  # no I/O here
+    offsets.assign({}, {(topic, p): 0 for p in partitions})
+    return ConsumerGroupSession(
+        group_id="g",
+        generation=Generation(1, "m", "m", "range", {topic: partitions}),
+        claims={},
+        partition_counts={topic: len(partitions)},
+        client=None,  # type: ignore[arg-type]
+        consumer=None,  # type: ignore[arg-type]
+        membership=None,  # type: ignore[arg-type]
+        offsets=offsets,
+        config=cfg,
+        on_error=lambda err: None,
+        notify=lambda *a: None,
+        hooks={},
+        on_end=lambda cause: None,
+    )
+
+
+def run(mode: str, n: int) -> int:
+    """Consume ``n`` decoded messages in ``mode``; returns how many the loop saw."""
+    from bench.profile import build_record_sets
+    from consumergroup.config import Config
+    from consumergroup.consumer.partition import PartitionConsumer
+    from consumergroup.consumer.records import decode_records
+
+    cfg = Config()
+    gc.disable()  # a collection landing in one run and not the other would skew the count
+    pc = PartitionConsumer(
+        "t", 0, 0, buffer_size=cfg.channel_buffer_size, fetch_size=1 << 20, on_close=_noop
+    )
+    size = cfg.channel_buffer_size
+    for data, off in build_record_sets(n) if n else ():
+        msgs = decode_records("t", 0, data, off).messages
+        pc._deliver(_Ready([msgs[i : i + size] for i in range(0, len(msgs), size)]))
+    pc._fail(EOFError())
+
+    if mode == "decode":
+        pc._drop_buffer()
+        return n
+
+    async def consume() -> int:
+        got = 0
+        session = session_for("t", [0])  # needs the running loop
+        mark = session.mark_message
+        try:
+            if mode == "batches":
+                async for batch in pc.batches():
+                    for _msg in batch:
+                        pass
+                    got += len(batch)
+            elif mode == "batches_mark":
+                async for batch in pc.batches():
+                    for msg in batch:
+                        mark(msg)
+                    got += len(batch)
+            elif mode == "messages":
+                async for _msg in pc.messages():
+                    got += 1
+            else:
+                async for msg in pc.messages():
+                    mark(msg)
+                    got += 1
+        except EOFError:
+            pass
+        if mode.endswith("_mark") and n:
+            assert session.offsets.marked("t", 0) == n, session.offsets.marked("t", 0)
+        return got
+
+    return asyncio.run(consume())
+
+
+def _noop(_pc: object) -> None:
+    pass
+
+
+def instructions(mode: str, n: int) -> int:
+    """Total instructions of one child run under callgrind."""
+    out = f"/tmp/hotpath-ir-{os.getpid()}-{mode}-{n}.out"
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        "-m",
+        "bench.hotpath_ir",
+        "--run",
+        mode,
+        str(n),
+    ]
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    os.unlink(out)
+    match = re.search(r"Collected : (\d+)", proc.stderr)
+    if match is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{proc.stderr}")
+    return int(match.group(1))
+
+
+def main() -> None:
+    """Command line."""
+    p = argparse.ArgumentParser(prog="python -m bench.hotpath_ir", description=__doc__)
+    p.add_argument("--low", type=int, default=20_000, help="messages of the short run")
+    p.add_argument("--high", type=int, default=120_000, help="messages of the long run")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--run", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.run:
+        mode, n = args.run[0], int(args.run[1])
+        got = run(mode, n)
+        assert got == n, (got, n)
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    per: dict[str, float] = {}
+    for mode in args.modes.split(","):
+        low, high = instructions(mode, args.low), instructions(mode, args.high)
+        per[mode] = (high - low) / (args.high - args.low)
+        print(f"{mode}: {per[mode]:,.0f} Ir/msg", flush=True)
+    base = per.pop("decode", 0.0)
+    for mode, ir in per.items():
+        print(f"{mode} minus decode: {ir - base:,.0f} Ir/msg")
+    if {"batches", "batches_mark"} <= per.keys():
+        print(f"mark_message call: {per['batches_mark'] - per['batches']:,.0f} Ir/msg")
+    if {"batches", "messages"} <= per.keys():
+        print(f"messages() iteration over batches(): {per['messages'] - per['batches']:,.0f}")
+    if {"messages", "messages_mark"} <= per.keys():
+        print(f"mark in a messages() loop: {per['messages_mark'] - per['messages']:,.0f}")
+
+
+if __name__ == "__main__":
+    main()
