@@ -257,9 +257,7 @@ async def preflight(addrs: list[str], topics: Sequence[str], config: Config) -> 
     except ConsumerGroupError as exc:
         explained = explain_connect_error(exc, bootstrap)
         if explained is None:
-            explained = CliFailure(
-                f"could not read the cluster's metadata from {bootstrap}: {exc}"
-            )
+            explained = CliFailure(f"could not read the cluster's metadata from {bootstrap}: {exc}")
         raise explained from None
     finally:
         await client.close()

@@ -80,16 +80,20 @@ class FetchSession:
     its response's outcome are never interleaved with another's.
     """
 
-    __slots__ = ("_sent", "epoch", "session_id")
+    __slots__ = ("_full", "_sent", "epoch", "session_id")
 
     def __init__(self) -> None:
         self.session_id = NO_SESSION
         self.epoch = INITIAL_EPOCH
-        # What the broker's session holds, as named by the last request planned.
-        self._sent: dict[Key, Params] = {}
+        # What the broker's session holds, as named by the last request planned; after a
+        # full request only its topics (``_full``) are kept, and turned into this mapping
+        # if that request opens a session: a broker without sessions (Tansu) gets full
+        # requests every round, and building it then would be wasted.
+        self._sent: dict[Key, Params] | None = {}
+        self._full: dict[str, list[tuple[int, ...]]] = {}
 
     def __repr__(self) -> str:
-        return f"<FetchSession id={self.session_id} epoch={self.epoch} named={len(self._sent)}>"
+        return f"<FetchSession id={self.session_id} epoch={self.epoch}>"
 
     @property
     def incremental(self) -> bool:
@@ -108,29 +112,44 @@ class FetchSession:
         v12+). Records them as the session's content: the caller sends the plan,
         then reports the outcome with :meth:`on_response` (or :meth:`reset`).
         """
-        wanted = {(pc.topic, pc.partition): (pc._offset, pc._fetch_size) for pc in partitions}
-        sent, self._sent = self._sent, wanted
         by_topic: dict[str, list[tuple[int, ...]]] = {}
         if not self.incremental:
-            for (topic, partition), (offset, size) in wanted.items():
-                by_topic.setdefault(topic, []).append((partition, offset, size))
-            plan = FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
-        else:
-            for key, params in wanted.items():
-                if sent.get(key) != params:
-                    by_topic.setdefault(key[0], []).append((key[1], *params))
-            gone: dict[str, list[int]] = {}
-            for topic, partition in sent.keys() - wanted.keys():
-                gone.setdefault(topic, []).append(partition)
-            plan = FetchPlan(
-                self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
-            )
-        if epochs:
-            plan.topics = [
-                (topic, [(*e, _epoch_at(epochs.get((topic, e[0])), e[1])) for e in entries])
-                for topic, entries in plan.topics
-            ]
-        return plan
+            if epochs:
+                for pc in partitions:
+                    offset = pc._offset
+                    known = epochs.get((pc.topic, pc.partition))
+                    by_topic.setdefault(pc.topic, []).append(
+                        (pc.partition, offset, pc._fetch_size, _epoch_at(known, offset))
+                    )
+            else:
+                for pc in partitions:
+                    by_topic.setdefault(pc.topic, []).append(
+                        (pc.partition, pc._offset, pc._fetch_size)
+                    )
+            self._sent, self._full = None, by_topic
+            return FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
+        sent = self._content()
+        wanted = {(pc.topic, pc.partition): (pc._offset, pc._fetch_size) for pc in partitions}
+        self._sent = wanted
+        for key, params in wanted.items():
+            if sent.get(key) != params:
+                entry: tuple[int, ...] = (key[1], *params)
+                if epochs:
+                    entry += (_epoch_at(epochs.get(key), params[0]),)
+                by_topic.setdefault(key[0], []).append(entry)
+        gone: dict[str, list[int]] = {}
+        for topic, partition in sent.keys() - wanted.keys():
+            gone.setdefault(topic, []).append(partition)
+        return FetchPlan(
+            self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
+        )
+
+    def _content(self) -> dict[Key, Params]:
+        """What the broker's session holds (built from the last full request if needed)."""
+        if self._sent is None:
+            full = self._full.items()
+            self._sent = {(topic, e[0]): (e[1], e[2]) for topic, entries in full for e in entries}
+        return self._sent
 
     def on_response(self, session_id: int, error_code: int, full: bool) -> None:
         """Take the outcome of the request planned last (``full``: was it a full one)."""
