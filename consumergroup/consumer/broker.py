@@ -189,18 +189,21 @@ class BrokerConsumer:
                     if not self._subs:
                         return
                 continue
-            ready = [pc for pc in self._subs.values() if pc.fetchable()]
-            if not ready:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
             # While some partition waits only for its reader to make room, a long poll on
             # the others would hold the connection for max_wait_time and keep that
             # partition from being fetched when room frees: poll without waiting, and
             # wait here instead (woken by the room, bounded by max_wait_time).
-            short = len(ready) < len(self._subs) and any(
-                pc.blocked_by_buffer() for pc in self._subs.values()
-            )
+            ready: list[PartitionConsumer] = []
+            short = False
+            for pc in self._subs.values():  # one pass: this runs every round
+                if pc.fetchable():
+                    ready.append(pc)
+                elif not short:
+                    short = pc.blocked_by_buffer()
+            if not ready:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             self._wake.clear()
             session = self._session
             # In a session the broker rotates the partitions it serves (Kafka moves the
@@ -310,10 +313,11 @@ class BrokerConsumer:
             return None
         subs = self._subs
         delivered = fetched_records = fetched_bytes = 0
+        v5, v12 = version >= 5, version >= 12
         for topic, partitions in resp.topics:
             for p in partitions:
                 pc = subs.get((topic, p[0]))
-                if pc is None or pc.closed:
+                if pc is None or pc._closed:
                     continue
                 code = p[1]
                 if code:
@@ -321,9 +325,9 @@ class BrokerConsumer:
                     continue
                 pc.high_water_mark_offset = p[2]
                 pc.last_stable_offset = p[3]
-                if version >= 5:
+                if v5:
                     pc.log_start_offset = p[4]
-                if version >= 12 and p[_DIVERGING_AT] is not None:
+                if v12 and p[_DIVERGING_AT] is not None:
                     self._diverged(pc, p, version)
                     continue
                 records = p[-1]
@@ -348,7 +352,7 @@ class BrokerConsumer:
                     self._grow(pc, records)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
-                if version >= 12:
+                if v12:
                     self._epochs[(topic, p[0])] = (
                         scanned.next_offset,
                         _epoch_before(records, scanned.next_offset),

@@ -436,7 +436,13 @@ def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
                 pos += 5
             else:
                 length, pos = _uvarint(view, pos + 4)
-            pos, records = _records(view, pos, length - 1, size)
+            records = None
+            if length:  # 0: null, else the length + 1
+                end = pos + length - 1
+                if end > size:
+                    raise _Underrun("a record set runs past the end of the frame")
+                records = view[pos:end]
+                pos = end
             diverging = leader = snapshot = None
             if view[pos] == 0:  # no tagged fields: the common case
                 pos += 1

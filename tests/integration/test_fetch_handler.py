@@ -318,6 +318,38 @@ def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is
     assert asked == 16
 
 
+def test_many_caught_up_partitions_are_named_in_rotation_while_the_backlog_window_is_on() -> None:
+    """Caught-up partitions beyond the window: about a quarter of them per round, each
+    named within a few rounds; without a window (little backlog) all of them."""
+    h = Harness(cg.Config())
+    pcs = [h.pc]
+    for p in range(1, 400):
+        pc = PartitionConsumer(
+            TOPIC, p, 0, buffer_size=256, fetch_size=1 << 20, on_close=lambda pc: None
+        )
+        h.bc.subscribe(pc)
+        pcs.append(pc)
+    h.bc._take_new()
+    for pc in pcs[:100]:
+        pc.high_water_mark_offset = 50  # backlog
+    for pc in pcs[100:]:
+        pc.high_water_mark_offset = 0  # caught up: 300 of them
+    h.bc._adapt(100, served=10)  # window of 20 backlogged partitions
+    named: set[int] = set()
+    for _ in range(4):
+        chosen, asked = h.bc._select(pcs)
+        assert asked == 20
+        idle = [pc.partition for pc in chosen[asked:]]
+        assert len(idle) == 75  # 300 / 4 rounds
+        named.update(idle)
+        h.bc._adapt(asked, served=10)
+    assert named == set(range(100, 400))  # every caught-up partition within 4 rounds
+    for pc in pcs[16:100]:
+        pc.high_water_mark_offset = 0  # the backlog fits the window: no rotation at all
+    chosen, asked = h.bc._select(pcs)
+    assert asked == 16 and len(chosen) == 400
+
+
 @pytest.mark.parametrize("check_crcs", [True, False])
 async def test_check_crcs_reaches_the_decoder(check_crcs: bool) -> None:
     """consumer.fetch.check_crcs: a batch whose bytes changed after the producer's CRC
