@@ -8,6 +8,12 @@ a message needs into a tuple, aiokafka's consumer-side ``PartitionRecords`` (wha
 record set, reads every value and drops the set before the next one, like a consumer.
 
 Run from the repository root: ``.venv/bin/python -m bench.decode_micro [--records N]``
+
+Instruction counts (stable on a loaded machine): ``--decoder NAME --passes K`` builds the
+record sets, runs one decoder K times untimed and exits; run it under
+``valgrind --tool=callgrind`` with K=1 and K=3: the difference in Ir over 2 x records is
+the decoder's Ir per record (the build is deterministic and cancels out). Which v2
+decoder ``ours`` uses follows ``CONSUMERGROUP_PURE_PYTHON``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
 
-from consumergroup.consumer.records import decode_records
+from consumergroup.consumer.records import decode_records, scan_records
 
 _CODECS = {"none": DefaultRecordBatch.CODEC_NONE, "lz4": DefaultRecordBatch.CODEC_LZ4}
 _BATCH_BYTES = 16 * 1024
@@ -111,6 +117,16 @@ def ours(sets: RecordSets) -> int:
     return n
 
 
+def ours_lists(sets: RecordSets) -> int:
+    """scan_records + decode_batches(256): what a PartitionConsumer's reader does."""
+    n = 0
+    for data, offset in sets:
+        for chunk in scan_records("bench", 0, data, offset).decode_batches(256):
+            for message in chunk:
+                n += message.value is not None
+    return n
+
+
 def _time(fn: Callable[[RecordSets], int], sets: RecordSets, count: int, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -127,13 +143,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--decoder", help="run only this decoder, untimed (for callgrind)")
+    parser.add_argument("--codec", choices=sorted(_CODECS), default="none")
+    parser.add_argument("--passes", type=int, default=1)
     args = parser.parse_args()
     decoders: list[Callable[[RecordSets], int]] = [
         reader_bare,
         reader_fields,
         aiokafka_partition_records,
         ours,
+        ours_lists,
     ]
+    if args.decoder:
+        (fn,) = [fn for fn in decoders if fn.__name__ == args.decoder]
+        sets = build_record_sets(args.records, _CODECS[args.codec])
+        for _ in range(args.passes):
+            assert fn(sets) == args.records
+        return
     for name, codec in _CODECS.items():
         sets = build_record_sets(args.records, codec)
         size = sum(len(data) for data, _ in sets)
