@@ -177,7 +177,8 @@ class RecordSet:
     topic: str
     partition: int
     start: int
-    batches: list[tuple[Any, int, int]]  # (reader batch, magic, byte position)
+    # (batch, magic, byte position): v2 a view of the batch, v0/v1 aiokafka reader batch
+    batches: list[tuple[Any, int, int]]
     count: int
     next_offset: int
     partial: bool
