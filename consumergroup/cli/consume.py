@@ -413,9 +413,9 @@ async def _close(group: ConsumerGroup, runner: asyncio.Task[None], joining: bool
     """close() within a bound fitting the phase, enforced here; then run() must end.
     Returns whether close() finished (final commit and LeaveGroup done).
 
-    A close that overruns its bound (say a broker still holding the JoinGroup on
-    the connection LeaveGroup needs) is abandoned, and so is run(): the broker
-    expires the member after its session timeout. Nothing marked is lost that
+    A close that overruns its bound (say a broker that stopped answering) is
+    abandoned, and so is run(): the broker expires the member after its session
+    timeout. Nothing marked is lost that
     way: a member still joining has no session, hence nothing to commit.
     """
     bound = JOINING_CLOSE_BOUND if joining else CLOSE_BOUND

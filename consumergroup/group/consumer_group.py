@@ -593,7 +593,8 @@ class ConsumerGroup(AsyncResource):
         net.read_timeout``), even against a broker that does not answer: the drain,
         hooks, cleanup, final commit and LeaveGroup share that budget, each step
         cut short when its share runs out. It wins at any point of a join: no handler
-        runs after it, and ``run()`` returns.
+        runs after it, and ``run()`` returns; a JoinGroup the coordinator holds is
+        abandoned, so close() returns about as soon as the LeaveGroup is answered.
 
         Called from inside the group (a handler, a hook, a task they started), it
         starts the close and returns at once, so the handler can return; the rebalance

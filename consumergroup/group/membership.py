@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..balance.strategy import BalanceStrategy
     from ..client import Client
     from ..config import Config
+    from ..net.connection import BrokerConnection
 
 _log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class Membership:
         self._round: tuple[int, str] = (-1, "")
         # (leader id, loop time its poke was answered): the eviction check still to trigger.
         self._poked: tuple[str, float] | None = None
+        # The coordinator connection whose JoinGroup/SyncGroup was cancelled while held.
+        self._abandoned: BrokerConnection | None = None
 
     def _strategies(self) -> list[BalanceStrategy]:
         return list(self._config.consumer.group.rebalance.strategies)
@@ -115,13 +118,32 @@ class Membership:
             "member its own consumer.group.instance_id"
         )
 
-    async def _coordinator_send(self, request: Any, timeout: float | None = None) -> Any:
+    async def _coordinator_send(
+        self, request: Any, timeout: float | None = None, *, held: bool = False
+    ) -> Any:
+        """``request`` to the coordinator. ``held``: a JoinGroup/SyncGroup, which the
+        coordinator may hold for seconds. Cancelled, its answer is still due on the
+        connection, and a broker answers a connection's requests in order: the connection
+        is remembered as abandoned, and retired before the next request (see
+        :meth:`_drop_abandoned`, :meth:`leave`)."""
+        self._drop_abandoned()
         conn = await self._client.coordinator(self.group)
         try:
             return await conn.send(request, timeout=timeout)
         except (KafkaConnectionError, RequestTimedOutError):
             self._client.invalidate_coordinator(self.group)
             raise
+        except asyncio.CancelledError:
+            if held:
+                self._abandoned = conn
+            raise
+
+    def _drop_abandoned(self) -> None:
+        """Retire the connection whose held request was cancelled, so that nothing waits
+        behind that request's answer: the next request dials afresh."""
+        abandoned, self._abandoned = self._abandoned, None
+        if abandoned is not None:
+            abandoned.retire("a request the coordinator held on it was abandoned")
 
     async def join(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
         """JoinGroup + SyncGroup until this member holds an assignment for a generation.
@@ -281,7 +303,9 @@ class Membership:
     async def _send_join(self, request: JoinGroupRequest) -> dict[str, Any]:
         # The coordinator may hold a JoinGroup for up to the rebalance timeout.
         timeout = self._config.consumer.group.rebalance.timeout + self._config.net.read_timeout
-        resp: dict[str, Any] = (await self._coordinator_send(request, timeout=timeout)).to_object()
+        resp: dict[str, Any] = (
+            await self._coordinator_send(request, timeout=timeout, held=True)
+        ).to_object()
         return resp
 
     async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
@@ -324,7 +348,7 @@ class Membership:
         )
         sync_resp = (
             await self._coordinator_send(
-                sync, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout
+                sync, timeout=group_cfg.rebalance.timeout + self._config.net.read_timeout, held=True
             )
         ).to_object()
         if sync_resp["error_code"] == FencedInstanceIdError.errno:
@@ -381,12 +405,21 @@ class Membership:
             raise error_for_code(resp.error_code)(f"Heartbeat {self.group!r}")
 
     async def leave(self) -> None:
-        """LeaveGroup, so the others rebalance now rather than after the session timeout."""
+        """LeaveGroup, so the others rebalance now rather than after the session timeout.
+
+        After a cancelled join (close() during a join) it goes out twice: on a fresh
+        connection, answered at once (Kafka then drops the pending join), and posted
+        behind the abandoned JoinGroup, unanswered: Tansu keeps re-applying a held
+        JoinGroup until its hold ends (half the session timeout), which re-adds a member
+        that left meanwhile, and it still processes the posted copy after that hold, even
+        once this client closed the connection.
+        """
         if not self.member_id:
             return
-        resp = await self._coordinator_send(
-            LeaveGroupRequest(self.group, self.member_id, self.instance_id)
-        )
+        request = LeaveGroupRequest(self.group, self.member_id, self.instance_id)
+        if self._abandoned is not None and not self._abandoned.closed:
+            self._abandoned.post(request)
+        resp = await self._coordinator_send(request)
         code = getattr(resp, "error_code", 0)
         if code and code != UnknownMemberIdError.errno:
             self.log.info("LeaveGroup answered %s", error_for_code(code).__name__)

@@ -372,20 +372,36 @@ class BrokerConnection:
                 f"malformed {type(struct_).__name__} response from {self.address}: {exc}"
             ) from exc
 
+    def post(self, request: AnyRequest) -> None:
+        """Send ``request`` without waiting for its answer (dropped when it comes).
+
+        For a request that must reach the broker *after* those already in flight here
+        (a broker answers a connection's requests in order) when nobody can wait for it.
+        """
+        if self._error is not None:
+            raise self._reraisable()
+        self._write(prepare(request, self.broker_versions, self.address))
+
+    def _write(self, struct_: AnyRequestStruct) -> int:
+        """Frame ``struct_`` under the next correlation id and write it; returns the id."""
+        assert self._protocol is not None and self._protocol.transport is not None
+        cid = self._next_id
+        self._next_id = (cid + 1) & 0x7FFFFFFF
+        data = encode_request(struct_, cid, self._config.client_id)
+        self._protocol.transport.write(_SIZE.pack(len(data)) + data)
+        return cid
+
     async def _roundtrip(self, struct_: AnyRequestStruct, timeout: float) -> bytes:
         if self._error is not None:
             raise self._reraisable()
         async with self._slots:
             if self._error is not None:
                 raise self._reraisable()
-            assert self._protocol is not None and self._protocol.transport is not None
-            cid = self._next_id
-            self._next_id = (cid + 1) & 0x7FFFFFFF
+            assert self._protocol is not None
+            protocol = self._protocol
+            cid = self._write(struct_)
             fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            self._inflight[cid] = fut
-            data = encode_request(struct_, cid, self._config.client_id)
-            protocol, transport = self._protocol, self._protocol.transport
-            transport.write(_SIZE.pack(len(data)) + data)
+            self._inflight[cid] = fut  # no callback runs before the next await
             try:
                 if not protocol.writable.is_set():
                     await self._drain(protocol)
@@ -400,12 +416,7 @@ class BrokerConnection:
                     f"{type(struct_).__name__} to {self.address} got no answer within "
                     f"{timeout}s (net.read_timeout)"
                 )
-                self._fail(
-                    KafkaConnectionError(
-                        f"connection to {self.address} retired: a request on it got no "
-                        f"answer within {timeout}s"
-                    )
-                )
+                self.retire(f"a request on it got no answer within {timeout}s")
                 raise error from None
             finally:
                 self._inflight.pop(cid, None)
@@ -449,6 +460,16 @@ class BrokerConnection:
                 fut.set_exception(self._reraisable())
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
+
+    def retire(self, reason: str) -> None:
+        """Close now because of ``reason``: requests in flight fail with a retriable
+        :class:`KafkaConnectionError` and the client dials afresh for the next one.
+
+        For a connection whose answers can no longer be trusted to come in time: a
+        request timed out, or one the broker holds was cancelled (the broker answers a
+        connection's requests in order, so whatever is sent next would wait behind it).
+        """
+        self._fail(KafkaConnectionError(f"connection to {self.address} retired: {reason}"))
 
     def abort(self) -> None:
         """Close now, failing in-flight requests with :class:`ClosedError`."""

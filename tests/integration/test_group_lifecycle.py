@@ -106,6 +106,51 @@ async def test_close_during_the_join_wins_and_no_handler_runs(
     assert member.state is cg.GroupState.CLOSED
 
 
+@pytest.mark.parametrize("timeout", [None, 1.0], ids=["default-bound", "1s-bound"])
+async def test_close_while_the_broker_holds_the_join_leaves_at_once(
+    bootstrap: str, new_topic: TopicFactory, timeout: float | None
+) -> None:
+    """close() while the coordinator holds this member's JoinGroup (waiting for the other
+    member) returns within about a second AND the member really leaves, so the other
+    member's next generation does not wait out the session timeout. Before the fix the
+    LeaveGroup queued behind the held JoinGroup on the same connection: close() took
+    several seconds without a timeout, and with close(timeout=1) it gave up before the
+    LeaveGroup went out, so the other member waited for the session timeout."""
+    topic = await new_topic(partitions=2)
+    group = unique()
+    session_timeout = 20.0
+    config = group_config(consumer__group__session_timeout=session_timeout)
+    b = Recorder("b")
+    async with running_member(bootstrap, group, [topic], b, config) as (member_b, _):
+        await wait_for(lambda: b.owned() == 2, 30, "b's claims")
+        generation = member_b.stats().generation_id
+        member_a = cg.ConsumerGroup([bootstrap], group, config)
+        run_a = asyncio.create_task(member_a.run([topic], Hooked("a")))
+        try:
+            await wait_for(lambda: member_a.state is cg.GroupState.JOINING, 10, "a's join")
+            await wait_for(lambda: bool(member_a.member_id), 10, "a's member id")
+            await asyncio.sleep(0.5)  # a's JoinGroup (with its id) is held by the coordinator
+            assert member_a.state is cg.GroupState.JOINING
+            started = time.monotonic()
+            await asyncio.wait_for(member_a.close(timeout), 15)
+            took = time.monotonic() - started
+            await asyncio.wait_for(run_a, 2)
+        finally:
+            await member_a.close()
+        assert took < 3.0, f"close() took {took:.1f}s"
+        # a left: b's next generation has b alone, long before a session timeout.
+        formed = await wait_for(
+            lambda: (
+                member_b.stats().generation_id != generation
+                and member_b.state is cg.GroupState.STABLE
+                and b.owned() == 2
+            ),
+            session_timeout,
+            "b's next generation with every partition",
+        )
+        assert took + formed < session_timeout - 5, (took, formed)
+
+
 class CloseInside(Recorder):
     """Closes its group from inside consume_claim after ``after`` messages."""
 

@@ -18,6 +18,7 @@ import json
 import struct
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ import consumergroup as cg
 from consumergroup.errors import FencedInstanceIdError
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import KafkaFrameProxy, produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, produce
 from tests.integration.group_support import (
     group_config,
     offsets_by_partition,
@@ -180,6 +181,62 @@ async def test_static_member_close_sends_leave_group_only_when_asked(
         await wait_for(lambda: len(b.owned_now()) == 4, 60, "b to take everything")
         if not leave_group:
             assert time.monotonic() - closed >= 3.0
+
+
+class RequestCounter(KafkaFrameProxy):
+    """Counts the requests of each (client id, api key) on their way to the broker."""
+
+    def __init__(self, target_port: int, listen_port: int) -> None:
+        super().__init__(target_port, listen_port)
+        self.seen: Counter[tuple[str, int]] = Counter()
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        key, _, _, id_len = struct.unpack_from(">hhih", frame, 0)
+        self.seen[(frame[10 : 10 + max(id_len, 0)].decode(), key)] += 1
+        await super().forward_request(link, frame)
+
+
+@pytest.mark.parametrize("leave_group", [None, True])
+async def test_a_static_member_closed_mid_join_leaves_only_when_asked(
+    leave_group: bool | None,
+) -> None:
+    """close() during a held rejoin is quick either way, and a static member's LeaveGroup
+    (posted behind the abandoned JoinGroup and sent on a fresh connection) goes out only
+    with close(leave_group=True) (KIP-345)."""
+    leave_group_key = 13
+    proxy_port = free_port()
+    topic = unique("static-join")
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        RequestCounter(broker.port, proxy_port) as proxy,
+    ):
+        await broker.create_topic(topic, 2)
+        group = unique()
+        config = static_config("closing")
+        config.client_id = "closing"
+        member = cg.ConsumerGroup([proxy.address], group, config)
+        handler = Tracker("closing")
+        run = asyncio.create_task(member.run([topic], handler))
+        try:
+            await wait_for(lambda: len(handler.owned_now()) == 2, 60, "the first generation")
+            async with running_member(
+                proxy.address, group, [topic], Tracker("other"), static_config("other")
+            ):
+                # The newcomer's join makes the first member rejoin; Tansu holds that join.
+                await wait_for(
+                    lambda: member.state is cg.GroupState.JOINING, 30, "the held rejoin"
+                )
+                await asyncio.sleep(0.5)
+                started = time.monotonic()
+                await asyncio.wait_for(member.close(leave_group=leave_group), 15)
+                took = time.monotonic() - started
+                await asyncio.wait_for(run, 2)
+        finally:
+            await member.close()
+    assert took < 3.0, f"close() took {took:.1f}s"
+    # With leave_group: posted behind the abandoned JoinGroup, and on a fresh connection.
+    sent = proxy.seen[("closing", leave_group_key)]
+    assert sent == (2 if leave_group else 0), proxy.seen
 
 
 class FencingProxy(KafkaFrameProxy):
