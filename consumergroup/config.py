@@ -663,7 +663,9 @@ class Config(_Fields):
             quotas (sarama: ``ClientID``).
         channel_buffer_size: Messages queued per partition; a partition is
             not fetched while this many are waiting (sarama: ``ChannelBufferSize``).
-            Also the longest list ``batches()`` hands out.
+            Also the longest list ``batches()`` hands out, and what an idle
+            partition's reader may keep alive: with 1,000+ partitions per member,
+            lower it (e.g. 32) to bound memory (README, "Bounded memory").
         net: Broker connection settings.
         metadata: Cluster metadata settings.
         consumer: Consumer and group settings.
