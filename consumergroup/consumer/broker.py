@@ -117,10 +117,10 @@ class BrokerConsumer:
         # run() only: one request at a time, so plan and outcome never interleave.
         self._session = FetchSession()
         self._session_conn: BrokerConnection | None = None
-        # (topic, partition) -> (fetch offset, leader epoch of the batch just before it):
-        # sent as last_fetched_epoch (Fetch v12+) while the partition's position is still
-        # that offset (a seek or a reset makes it unknown). run() only.
-        self._epochs: dict[tuple[str, int], tuple[int, int]] = {}
+        # partition -> (fetch offset, leader epoch of the batch just before it): sent as
+        # last_fetched_epoch (Fetch v12+) while the partition's position is still that
+        # offset (a seek or a reset makes it unknown). run() only.
+        self._epochs: dict[PartitionConsumer, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"<BrokerConsumer node={self.node_id} partitions={len(self._subs)}>"
@@ -157,7 +157,7 @@ class BrokerConsumer:
 
     def _drop(self, pc: PartitionConsumer, error: BaseException | None) -> None:
         self._subs.pop((pc.topic, pc.partition), None)
-        self._epochs.pop((pc.topic, pc.partition), None)
+        self._epochs.pop(pc, None)
         pc._wake_fetcher = _noop_wake
         if error is not None and not pc.closed:
             self._orphan(pc, error)
@@ -353,7 +353,7 @@ class BrokerConsumer:
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
                 if v12:
-                    self._epochs[(topic, p[0])] = (
+                    self._epochs[pc] = (
                         scanned.next_offset,
                         _epoch_before(records, scanned.next_offset),
                     )
@@ -421,8 +421,7 @@ class BrokerConsumer:
         An unknown end offset (-1) is handled like an out-of-range offset.
         """
         epoch, end = p[_DIVERGING_AT]
-        key = (pc.topic, pc.partition)
-        self._epochs.pop(key, None)
+        self._epochs.pop(pc, None)
         fetched = pc._offset
         if end < 0 or epoch < 0:
             log.warning(
@@ -437,7 +436,7 @@ class BrokerConsumer:
             self._out_of_range(pc, p, version)
             return
         if end >= fetched:  # not truncated below what we fetched: carry on from here
-            self._epochs[key] = (fetched, epoch)
+            self._epochs[pc] = (fetched, epoch)
             return
         handed = pc.position
         if reset_policy(self._config) == "error":
@@ -467,7 +466,7 @@ class BrokerConsumer:
         )
         pc.seek(target)
         if target == end:
-            self._epochs[key] = (end, epoch)
+            self._epochs[pc] = (end, epoch)
 
     def _out_of_range(self, pc: PartitionConsumer, p: Any, version: int) -> None:
         """OFFSET_OUT_OF_RANGE: apply ``consumer.offsets.reset`` (sarama's ResetInvalidOffsets)."""

@@ -103,43 +103,48 @@ class FetchSession:
     def plan(
         self,
         partitions: list[PartitionConsumer],
-        epochs: Mapping[Key, tuple[int, int]] | None = None,
+        epochs: Mapping[PartitionConsumer, tuple[int, int]] | None = None,
     ) -> FetchPlan:
         """The next request for ``partitions`` (the ones to fetch this round).
 
-        ``epochs``: ``(topic, partition) -> (fetch offset, last fetched epoch)``; a
-        partition whose fetch offset is that offset is named with that epoch (Fetch
-        v12+). Records them as the session's content: the caller sends the plan,
-        then reports the outcome with :meth:`on_response` (or :meth:`reset`).
+        ``epochs``: partition -> (fetch offset, last fetched epoch); a partition whose
+        fetch offset is that offset is named with that epoch (Fetch v12+), every entry
+        then has that fourth field. Records them as the session's content: the caller
+        sends the plan, then reports the outcome with :meth:`on_response` (or
+        :meth:`reset`).
         """
         by_topic: dict[str, list[tuple[int, ...]]] = {}
+        # Runs every round over every partition (1,000+): the topic's list is looked up
+        # only when the topic changes (partitions come grouped by topic).
+        topic: str | None = None
+        entries: list[tuple[int, ...]] = []
         if not self.incremental:
-            if epochs:
-                for pc in partitions:
-                    offset = pc._offset
-                    known = epochs.get((pc.topic, pc.partition))
-                    by_topic.setdefault(pc.topic, []).append(
-                        (pc.partition, offset, pc._fetch_size, _epoch_at(known, offset))
-                    )
-            else:
-                for pc in partitions:
-                    by_topic.setdefault(pc.topic, []).append(
-                        (pc.partition, pc._offset, pc._fetch_size)
-                    )
+            for pc in partitions:
+                if pc.topic is not topic:
+                    topic = pc.topic
+                    entries = by_topic.setdefault(topic, [])
+                offset = pc._offset
+                if epochs is None:
+                    entries.append((pc.partition, offset, pc._fetch_size))
+                else:
+                    epoch = _epoch_at(epochs.get(pc), offset)
+                    entries.append((pc.partition, offset, pc._fetch_size, epoch))
             self._sent, self._full = None, by_topic
             return FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
         sent = self._content()
-        wanted = {(pc.topic, pc.partition): (pc._offset, pc._fetch_size) for pc in partitions}
-        self._sent = wanted
-        for key, params in wanted.items():
+        wanted: dict[Key, Params] = {}
+        for pc in partitions:
+            key = (pc.topic, pc.partition)
+            params = wanted[key] = (pc._offset, pc._fetch_size)
             if sent.get(key) != params:
-                entry: tuple[int, ...] = (key[1], *params)
-                if epochs:
-                    entry += (_epoch_at(epochs.get(key), params[0]),)
-                by_topic.setdefault(key[0], []).append(entry)
+                entry: tuple[int, ...] = (pc.partition, *params)
+                if epochs is not None:
+                    entry += (_epoch_at(epochs.get(pc), params[0]),)
+                by_topic.setdefault(pc.topic, []).append(entry)
+        self._sent = wanted
         gone: dict[str, list[int]] = {}
-        for topic, partition in sent.keys() - wanted.keys():
-            gone.setdefault(topic, []).append(partition)
+        for t, partition in sent.keys() - wanted.keys():
+            gone.setdefault(t, []).append(partition)
         return FetchPlan(
             self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
         )

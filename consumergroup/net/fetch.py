@@ -122,12 +122,13 @@ class FetchFrame:
 class FetchRequest:
     """A Fetch request, encoded by :meth:`build` at the version the connection negotiated.
 
-    ``topics``: ``[(topic, [(partition, fetch_offset, max_bytes)])]``; an entry may
-    carry a fourth field, the leader epoch of the last batch fetched before
-    ``fetch_offset`` (sent from v12, -1 = unknown). ``session_id``, ``epoch`` and
-    ``forgotten`` are the KIP-227 session fields (sent from v7; the defaults, id 0
-    and epoch -1, mean "no session", as aiokafka sends). Below v7 the request is
-    the full one ``topics`` holds (a session is only planned after a v7+ answer).
+    ``topics``: ``[(topic, [(partition, fetch_offset, max_bytes)])]``; the entries
+    may carry a fourth field (all of a topic's, or none), the leader epoch of the last
+    batch fetched before ``fetch_offset`` (sent from v12, -1 = unknown).
+    ``session_id``, ``epoch`` and ``forgotten`` are the KIP-227 session fields (sent
+    from v7; the defaults, id 0 and epoch -1, mean "no session", as aiokafka sends).
+    Below v7 the request is the full one ``topics`` holds (a session is only planned
+    after a v7+ answer).
     """
 
     API_KEY = 1
@@ -193,9 +194,10 @@ class FetchRequest:
             out.append(_count(len(parts), flexible))
             if flexible:
                 pack = _PART_V12.pack
-                out += [
-                    pack(p[0], -1, p[1], p[3] if len(p) > 3 else -1, -1, p[2], 0) for p in parts
-                ]
+                if parts and len(parts[0]) > 3:  # entries carry their last fetched epoch
+                    out += [pack(p[0], -1, p[1], p[3], -1, p[2], 0) for p in parts]
+                else:
+                    out += [pack(p[0], -1, p[1], -1, -1, p[2], 0) for p in parts]
                 out.append(_NO_TAGS)
             elif version >= 9:
                 pack = _PART_V9.pack
@@ -230,8 +232,13 @@ _V7_HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _P1 = struct.Struct(">ihqi")
 _P4 = struct.Struct(">ihqqi")
 _P5 = struct.Struct(">ihqqqi")
-# v12: partition, error_code, high watermark, last stable offset, log start offset.
+# v12: partition, error_code, high watermark, last stable offset, log start offset; and
+# the common case in one call: then the aborted-transactions count, preferred replica and
+# the first byte of the record set length (both varints short: no aborted transactions,
+# a record set under 127 bytes, i.e. a partition with nothing new).
 _P12 = struct.Struct(">ihqqq")
+_P12_SHORT = struct.Struct(">ihqqqBiB")
+_NO_RECORDS = memoryview(b"")
 _REPLICA_LEN = struct.Struct(">ii")  # v11: preferred_read_replica, record set length
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 # v12 partition tagged fields: 0 diverging_epoch (epoch, end_offset), 1 current_leader
@@ -413,36 +420,44 @@ def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
         n_parts, pos = _uvarint(view, pos)
         parts: list[tuple[Any, ...]] | None = None if n_parts == 0 else []
         for _ in range(n_parts - 1):
-            partition, error_code, hwm, lso, log_start = _P12.unpack_from(view, pos)
-            pos += 30
-            n = view[pos]
-            if n < 0x80:
-                pos += 1
+            # A valid entry has at least 37 bytes (the tagged-field count follows these).
+            partition, error_code, hwm, lso, log_start, n, replica, length = _P12_SHORT.unpack_from(
+                view, pos
+            )
+            aborted: list[tuple[int, int]] | None
+            records: memoryview | None
+            if n == 1 and length == 1:  # no aborted transactions, an empty record set
+                pos += 36
+                aborted, records = [], _NO_RECORDS
             else:
-                n, pos = _uvarint(view, pos)
-            aborted: list[tuple[int, int]] | None = None
-            if n == 1:
-                aborted = []
-            elif n > 1:
-                if pos + 17 * (n - 1) > size:
-                    raise _Underrun("aborted transactions run past the end of the frame")
-                aborted = []
-                for _ in range(n - 1):
-                    aborted.append(_ABORTED.unpack_from(view, pos))
-                    pos = _skip_tags(view, pos + 16, size)
-            replica = unpack_i32(view, pos)[0]
-            length = view[pos + 4]
-            if length < 0x80:
-                pos += 5
-            else:
-                length, pos = _uvarint(view, pos + 4)
-            records = None
-            if length:  # 0: null, else the length + 1
-                end = pos + length - 1
-                if end > size:
-                    raise _Underrun("a record set runs past the end of the frame")
-                records = view[pos:end]
-                pos = end
+                pos += 30
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _uvarint(view, pos)
+                aborted = None
+                if n == 1:
+                    aborted = []
+                elif n > 1:
+                    if pos + 17 * (n - 1) > size:
+                        raise _Underrun("aborted transactions run past the end of the frame")
+                    aborted = []
+                    for _ in range(n - 1):
+                        aborted.append(_ABORTED.unpack_from(view, pos))
+                        pos = _skip_tags(view, pos + 16, size)
+                replica = unpack_i32(view, pos)[0]
+                length = view[pos + 4]
+                if length < 0x80:
+                    pos += 5
+                else:
+                    length, pos = _uvarint(view, pos + 4)
+                records = None
+                if length:  # 0: null, else the length + 1
+                    end = pos + length - 1
+                    if end > size:
+                        raise _Underrun("a record set runs past the end of the frame")
+                    records = view[pos:end]
+                    pos = end
             diverging = leader = snapshot = None
             if view[pos] == 0:  # no tagged fields: the common case
                 pos += 1

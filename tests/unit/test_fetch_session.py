@@ -143,11 +143,11 @@ def test_request_carries_the_session_fields_from_v7_and_none_below() -> None:
 def test_last_fetched_epochs_are_named_while_the_position_is_where_they_were_learnt() -> None:
     parts = pcs("a", 3, offset=10)
     # Partition 0 fetched up to 10 in epoch 4; partition 1's epoch is for an older position.
-    epochs = {("a", 0): (10, 4), ("a", 1): (5, 3)}
+    epochs = {parts[0]: (10, 4), parts[1]: (5, 3)}
     full = FetchSession().plan(parts, epochs)
     assert sorted(full.topics[0][1]) == [(0, 10, 1024, 4), (1, 10, 1024, -1), (2, 10, 1024, -1)]
     session = opened(parts)
     parts[2]._offset = 12
-    incremental = session.plan(parts, {("a", 2): (12, 5)})
+    incremental = session.plan(parts, {parts[2]: (12, 5)})
     assert incremental.topics == [("a", [(2, 12, 1024, 5)])]
     assert FetchSession().plan(parts).topics[0][1][0] == (0, 10, 1024)  # below v12: no epochs
