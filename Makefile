@@ -6,9 +6,9 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test chaos lint typecheck bench clean
 
-# setup.py and the C source: the editable install builds the C record decoder in place,
-# and only a reinstall rebuilds it.
-$(STAMP): pyproject.toml setup.py consumergroup/consumer/_crecords.c
+# setup.py and the C sources: the editable install builds the C extensions in place,
+# and only a reinstall rebuilds them.
+$(STAMP): pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,bench,spark]'

@@ -1,7 +1,8 @@
-"""Build script for the optional C record decoder; everything else is in pyproject.toml.
+"""Build script for the optional C extensions; everything else is in pyproject.toml.
 
-``optional=True``: without a C compiler or Python headers the build skips the extension
-and ``consumergroup.consumer.records`` falls back to aiokafka's record readers.
+``optional=True``: without a C compiler or Python headers the build skips them:
+``consumergroup.consumer.records`` falls back to aiokafka's record readers and
+``PartitionConsumer.messages()`` to an async generator.
 """
 
 from setuptools import Extension, setup
@@ -12,6 +13,11 @@ setup(
             "consumergroup.consumer._crecords",
             ["consumergroup/consumer/_crecords.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "consumergroup.consumer._cstream",
+            ["consumergroup/consumer/_cstream.c"],
+            optional=True,
+        ),
     ]
 )

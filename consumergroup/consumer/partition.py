@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,7 +32,23 @@ from ..errors import ConsumerError, CorruptMessageError
 
 if TYPE_CHECKING:
     from ..message import ConsumerMessage
+    from ._cstream import MessageStream
     from .records import RecordSet
+
+
+def _load_stream() -> type[MessageStream] | None:
+    """The C ``messages()`` stream, or None: not built (no compiler at install time) or
+    disabled with ``CONSUMERGROUP_PURE_PYTHON``."""
+    if os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from ._cstream import MessageStream
+    except ImportError:
+        return None
+    return MessageStream
+
+
+_MessageStream = _load_stream()
 
 
 class Consumed:
@@ -262,7 +279,7 @@ class PartitionConsumer:
                 return
             yield chunk
 
-    async def messages(self) -> AsyncIterator[ConsumerMessage]:
+    def messages(self) -> AsyncIterator[ConsumerMessage]:
         """Yield one :class:`~consumergroup.ConsumerMessage` at a time, in offset order.
 
         Stops between two messages once :meth:`close` is called, so a session
@@ -270,20 +287,42 @@ class PartitionConsumer:
         (``break``) loses nothing: the next iteration, by :meth:`messages` or
         :meth:`batches`, starts at the first message not yet yielded.
         """
+        if _MessageStream is not None:
+            return _MessageStream(self)  # C: no async-generator round trip per message
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[ConsumerMessage]:
+        """:meth:`messages` without the C extension."""
         while True:
             current = self._current
             if current is not None:
                 # stop() and seek() exhaust this iterator, which ends the loop.
                 for message in current:
                     yield message
+            try:
+                message = await self._refill()
+            except StopAsyncIteration:
+                return
+            yield message
+
+    async def _refill(self) -> ConsumerMessage:
+        """The next message once the current chunk is used up: waits for the next chunk;
+        raises StopAsyncIteration when the partition is closed and drained, or after
+        :meth:`close`. Both :meth:`messages` implementations call it once per chunk."""
+        while True:
+            current = self._current
+            if current is not None:
+                message = next(current, None)
+                if message is not None:
+                    return message
                 if self._current is current:
                     self._current = None
                 if self._stopped:
-                    return
+                    raise StopAsyncIteration
                 continue
             chunk = await self._take()
             if chunk is None:
-                return
+                raise StopAsyncIteration
             self._chunk = chunk
             self._current = iter(chunk)
 
