@@ -265,6 +265,9 @@ def _noop(_pc: object) -> None:
 
 # -------------------------------------------------------------------------------- spy
 
+_MESSAGES_FRAMES = tuple(
+    f"PartitionConsumer.{name}" for name in ("messages", "_messages", "_refill")
+)
 #: (stage, predicate on one frame string), matched from the leaf towards the root.
 _STAGES: list[tuple[str, Callable[[str], bool]]] = [
     (
@@ -278,7 +281,11 @@ _STAGES: list[tuple[str, Callable[[str], bool]]] = [
         lambda f: "default_records.c" in f or "cutil.c" in f or "consumer/records.py" in f,
     ),
     ("mark_message", lambda f: "offsets.py" in f or "mark_message" in f),
-    ("iteration: messages()", lambda f: "PartitionConsumer.messages" in f),
+    (
+        # The C stream runs in the caller's frame; _refill once per list.
+        "iteration: messages()",
+        lambda f: f.startswith(_MESSAGES_FRAMES),
+    ),
     ("hand-off: _deliver / batches()", lambda f: "consumer/partition.py" in f),
     ("user loop + freeing consumed messages", lambda f: "bench/peers" in f),
     (
