@@ -240,6 +240,12 @@ _P12 = struct.Struct(">ihqqq")
 _P12_SHORT = struct.Struct(">ihqqqBiB")
 _NO_RECORDS = memoryview(b"")
 _REPLICA_LEN = struct.Struct(">ii")  # v11: preferred_read_replica, record set length
+# The common case in one call (no aborted transactions: the count is 0 and the next
+# field follows at once): v5-v10 then the record set length; v11 the preferred
+# replica and the record set length. A valid entry is at least this long.
+_P5_NONE = struct.Struct(">ihqqqii")
+_P11_NONE = struct.Struct(">ihqqqiii")
+_P5_SIZE, _P11_SIZE = _P5_NONE.size, _P11_NONE.size
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 # v12 partition tagged fields: 0 diverging_epoch (epoch, end_offset), 1 current_leader
 # (leader_id, leader_epoch), 2 snapshot_id (end_offset, epoch); each ends in its own tags.
@@ -300,6 +306,8 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
         error = session = 0
         pos += 4
     unpack_i32 = _I32.unpack_from
+    unpack_v11, unpack_v5 = _P11_NONE.unpack_from, _P5_NONE.unpack_from
+    v11, v5 = version >= 11, version >= 5
     n_topics = unpack_i32(view, pos)[0]
     pos += 4
     topics: list[tuple[str | None, list[tuple[Any, ...]] | None]] | None = (
@@ -325,35 +333,24 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
                 pos += _P1.size
                 pos, records = _records(view, pos, length, size)
                 part = (partition, error_code, hwm, records)
+            elif v11 and size - pos >= _P11_SIZE:
+                partition, error_code, hwm, lso, log_start, n, replica, length = unpack_v11(
+                    view, pos
+                )
+                if n == 0:
+                    pos, records = _records(view, pos + _P11_SIZE, length, size)
+                    part = (partition, error_code, hwm, lso, log_start, [], replica, records)
+                else:
+                    pos, part = _partition(version, view, pos, size)
+            elif v5 and size - pos >= _P5_SIZE:
+                partition, error_code, hwm, lso, log_start, n, length = unpack_v5(view, pos)
+                if n == 0:
+                    pos, records = _records(view, pos + _P5_SIZE, length, size)
+                    part = (partition, error_code, hwm, lso, log_start, [], records)
+                else:
+                    pos, part = _partition(version, view, pos, size)
             else:
-                if version >= 5:
-                    partition, error_code, hwm, lso, log_start, n = _P5.unpack_from(view, pos)
-                    pos += _P5.size
-                else:
-                    partition, error_code, hwm, lso, n = _P4.unpack_from(view, pos)
-                    pos += _P4.size
-                aborted: list[tuple[int, int]] | None = None
-                if n == 0 or n < -1:  # the common case; other negative counts: empty, as aiokafka
-                    aborted = []
-                elif n > 0:
-                    end = pos + 16 * n
-                    if end > size:
-                        raise _Underrun("aborted transactions run past the end of the frame")
-                    aborted = [_ABORTED.unpack_from(view, at) for at in range(pos, end, 16)]
-                    pos = end
-                if version >= 11:
-                    replica, length = _REPLICA_LEN.unpack_from(view, pos)
-                    pos += 8
-                else:
-                    length = unpack_i32(view, pos)[0]
-                    pos += 4
-                pos, records = _records(view, pos, length, size)
-                if version >= 11:
-                    part = (partition, error_code, hwm, lso, log_start, aborted, replica, records)
-                elif version >= 5:
-                    part = (partition, error_code, hwm, lso, log_start, aborted, records)
-                else:
-                    part = (partition, error_code, hwm, lso, aborted, records)
+                pos, part = _partition(version, view, pos, size)
             assert parts is not None  # n_parts > 0 here
             parts.append(part)
         assert topics is not None  # n_topics > 0 here
@@ -361,10 +358,41 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
     return FetchResponse(version, throttle, error, session, topics)
 
 
+def _partition(version: int, view: memoryview, pos: int, size: int) -> tuple[int, tuple[Any, ...]]:
+    """The v4-v11 partition entry at ``pos``, any case: the position after it, its fields."""
+    if version >= 5:
+        partition, error_code, hwm, lso, log_start, n = _P5.unpack_from(view, pos)
+        pos += _P5.size
+    else:
+        partition, error_code, hwm, lso, n = _P4.unpack_from(view, pos)
+        pos += _P4.size
+    aborted: list[tuple[int, int]] | None = None
+    if n == 0 or n < -1:  # other negative counts: an empty array, as aiokafka
+        aborted = []
+    elif n > 0:
+        end = pos + 16 * n
+        if end > size:
+            raise _Underrun("aborted transactions run past the end of the frame")
+        aborted = [_ABORTED.unpack_from(view, at) for at in range(pos, end, 16)]
+        pos = end
+    if version >= 11:
+        replica, length = _REPLICA_LEN.unpack_from(view, pos)
+        pos += 8
+    else:
+        length = _I32.unpack_from(view, pos)[0]
+        pos += 4
+    pos, records = _records(view, pos, length, size)
+    if version >= 11:
+        return pos, (partition, error_code, hwm, lso, log_start, aborted, replica, records)
+    if version >= 5:
+        return pos, (partition, error_code, hwm, lso, log_start, aborted, records)
+    return pos, (partition, error_code, hwm, lso, aborted, records)
+
+
 def _records(view: memoryview, pos: int, length: int, size: int) -> tuple[int, memoryview | None]:
     """The record set of ``length`` bytes at ``pos`` (None when null) and the position after."""
-    if length < 0:
-        return pos, None
+    if length <= 0:  # null, or empty (most partitions of a large answer)
+        return pos, None if length else _NO_RECORDS
     end = pos + length
     if end > size:
         raise _Underrun("a record set runs past the end of the frame")
