@@ -10,6 +10,7 @@ No network: ``_handle`` never touches the client.
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
@@ -30,6 +31,8 @@ from consumergroup.errors import (
     TopicAuthorizationFailedError,
     UnknownServerError,
 )
+from consumergroup.net.fetch import decode_fetch_response
+from tests import fetch_v12_wire
 
 TOPIC = "t"
 TS = 1_700_000_000_000
@@ -368,3 +371,46 @@ async def test_check_crcs_reaches_the_decoder(check_crcs: bool) -> None:
         assert isinstance(info.value.cause, CorruptMessageError)
     else:
         assert buffered_offsets(h.pc) == [0, 1, 2]
+
+
+def v12_response(diverging: tuple[int, int] | None, *, hwm: int = 100, log_start: int = 0) -> Any:
+    """A Fetch v12 answer for partition 0 of TOPIC carrying ``diverging_epoch`` (no records)."""
+    fields = (0, 0, hwm, hwm, log_start, [], -1, diverging, None, None, b"")
+    frame = fetch_v12_wire.encode_response(1, 0, 0, 0, [(TOPIC, [fields])])
+    return decode_fetch_response(12, frame)
+
+
+def test_a_diverging_epoch_at_or_past_the_position_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KIP-320: the leader's epoch ends at or after our fetch position: no truncation."""
+    h = Harness(cg.Config(), offset=40)
+    with caplog.at_level(logging.WARNING):
+        h.bc._handle(v12_response((3, 40)))
+    assert h.pc.next_offset == 40 and not caplog.records
+    assert h.bc._epochs[h.pc] == (40, 3)  # named as last_fetched_epoch next time
+
+
+@pytest.mark.parametrize(("reset", "expected"), [("oldest", 5), ("newest", 100)])
+def test_an_unknown_diverging_end_offset_applies_the_reset_policy(
+    reset: str, expected: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The leader does not know our epoch (end offset -1): as OFFSET_OUT_OF_RANGE."""
+    config = cg.Config()
+    config.consumer.offsets.reset = reset
+    h = Harness(config, offset=40)
+    with caplog.at_level(logging.WARNING):
+        h.bc._handle(v12_response((-1, -1), log_start=5))
+    assert h.pc.next_offset == expected
+    assert "diverged at an unknown point" in caplog.text
+
+
+def test_a_truncation_below_buffered_records_keeps_the_ones_below_it() -> None:
+    """Records buffered but not handed out below the truncation point are refetched,
+    not lost: the partition moves back to the reader's position, not past it."""
+    h = Harness(cg.Config(), offset=0)
+    h.handle(batch(0, 10))  # offsets 0..9 buffered, none handed out
+    assert h.pc.next_offset == 10
+    h.bc._handle(v12_response((2, 6)))  # the leader's log ends epoch 2 at offset 6
+    assert h.pc.next_offset == 0 and h.pc.position == 0
+    assert h.pc not in h.bc._epochs  # the epoch at offset 0 is not known
