@@ -289,23 +289,28 @@ async def test_undecodable_payload_fails_the_partition_when_read() -> None:
     assert h.pc.closed
 
 
-def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is_served() -> None:
-    """With many backlogged partitions, a round names only as many as the broker served
-    last time (x2, at least 16), rotating so every partition gets its turn; caught-up
-    partitions are always named (they long-poll)."""
+def subscribed(n: int, backlogged: int) -> tuple[Harness, list[PartitionConsumer]]:
+    """A harness with ``n`` partitions at offset 0: the first ``backlogged`` have 50
+    records to fetch, the others are caught up."""
     h = Harness(cg.Config())
     pcs = [h.pc]
-    for p in range(1, 100):
+    for p in range(1, n):
         pc = PartitionConsumer(
             TOPIC, p, 0, buffer_size=256, fetch_size=1 << 20, on_close=lambda pc: None
         )
         h.bc.subscribe(pc)
         pcs.append(pc)
     h.bc._take_new()
-    for pc in pcs[:90]:
-        pc.high_water_mark_offset = 50  # backlog: 50 records each
-    for pc in pcs[90:]:
-        pc.high_water_mark_offset = 0  # caught up
+    for i, pc in enumerate(pcs):
+        pc.high_water_mark_offset = 50 if i < backlogged else 0
+    return h, pcs
+
+
+def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is_served() -> None:
+    """With many backlogged partitions, a round names only as many as the broker served
+    last time (x2, at least 16), rotating so every partition gets its turn; caught-up
+    partitions are always named (they long-poll)."""
+    h, pcs = subscribed(100, backlogged=90)
     chosen, asked = h.bc._select(pcs)
     assert asked == 90 and len(chosen) == 100  # first round: everything
     h.bc._adapt(asked, served=10)  # the broker filled its response with 10 of them
@@ -324,19 +329,7 @@ def test_backlogged_partitions_are_asked_for_in_rotating_rounds_sized_to_what_is
 def test_many_caught_up_partitions_are_named_in_rotation_while_the_backlog_window_is_on() -> None:
     """Caught-up partitions beyond the window: about a quarter of them per round, each
     named within a few rounds; without a window (little backlog) all of them."""
-    h = Harness(cg.Config())
-    pcs = [h.pc]
-    for p in range(1, 400):
-        pc = PartitionConsumer(
-            TOPIC, p, 0, buffer_size=256, fetch_size=1 << 20, on_close=lambda pc: None
-        )
-        h.bc.subscribe(pc)
-        pcs.append(pc)
-    h.bc._take_new()
-    for pc in pcs[:100]:
-        pc.high_water_mark_offset = 50  # backlog
-    for pc in pcs[100:]:
-        pc.high_water_mark_offset = 0  # caught up: 300 of them
+    h, pcs = subscribed(400, backlogged=100)  # 300 caught up
     h.bc._adapt(100, served=10)  # window of 20 backlogged partitions
     named: set[int] = set()
     for _ in range(4):

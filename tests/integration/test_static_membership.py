@@ -223,9 +223,7 @@ async def test_a_static_member_closed_mid_join_leaves_only_when_asked(
                 proxy.address, group, [topic], Tracker("other"), static_config("other")
             ):
                 # The newcomer's join makes the first member rejoin; Tansu holds that join.
-                await wait_for(
-                    lambda: member.state is cg.GroupState.JOINING, 30, "the held rejoin"
-                )
+                await wait_for(lambda: member.state is cg.GroupState.JOINING, 30, "the held rejoin")
                 await asyncio.sleep(0.5)
                 started = time.monotonic()
                 await asyncio.wait_for(member.close(leave_group=leave_group), 15)
