@@ -67,33 +67,53 @@ read_varint(const uint8_t **pp, const uint8_t *end, int64_t *out)
     return 0;
 }
 
-/* Nullable bytes: varint length, -1 for None. New reference, or NULL with an error set. */
-static PyObject *
-read_bytes(const uint8_t **pp, const uint8_t *end, const char *what, int nullable)
+/* A nullable byte string: varint length (-1: null) and the bytes. Sets `*data` and `*len`
+ * (-1 for null; only when `nullable`) and returns 0, or -1 with ValueError set. */
+static int
+read_span(const uint8_t **pp, const uint8_t *end, const char *what, int nullable,
+          const uint8_t **data, int64_t *len)
 {
     int64_t n;
     if (read_varint(pp, end, &n) < 0) {
         PyErr_Format(PyExc_ValueError, "truncated %s length", what);
-        return NULL;
+        return -1;
     }
     if (n < 0) {
         if (n == -1 && nullable) {
-            Py_RETURN_NONE;
+            *data = NULL;
+            *len = -1;
+            return 0;
         }
         PyErr_Format(PyExc_ValueError, "invalid %s length %lld", what, (long long)n);
-        return NULL;
+        return -1;
     }
     if (n > end - *pp) {
         PyErr_Format(PyExc_ValueError, "%s length %lld overruns the record by %lld bytes", what,
                      (long long)n, (long long)(n - (end - *pp)));
+        return -1;
+    }
+    *data = *pp;
+    *len = n;
+    *pp += n;
+    return 0;
+}
+
+/* Nullable bytes: varint length, -1 for None. New reference, or NULL with an error set. */
+static PyObject *
+read_bytes(const uint8_t **pp, const uint8_t *end, const char *what, int nullable)
+{
+    const uint8_t *data;
+    int64_t n;
+    if (read_span(pp, end, what, nullable, &data, &n) < 0) {
         return NULL;
     }
-    const char *start = (const char *)*pp;
-    *pp += n;
-    if (!nullable) { /* a header key: a non-null UTF-8 string */
-        return PyUnicode_DecodeUTF8(start, (Py_ssize_t)n, "strict");
+    if (n < 0) {
+        Py_RETURN_NONE;
     }
-    return PyBytes_FromStringAndSize(start, (Py_ssize_t)n);
+    if (!nullable) { /* a header key: a non-null UTF-8 string */
+        return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)n, "strict");
+    }
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
 }
 
 /* The headers of one record: the empty tuple, or a tuple of (str, bytes | None). */
@@ -139,6 +159,45 @@ read_headers(const uint8_t **pp, const uint8_t *end)
 fail:
     Py_DECREF(headers); /* unset items are NULL, which tuple dealloc skips */
     return NULL;
+}
+
+/* A record's length, attributes, timestamp delta and offset delta, from `*pp` (record
+ * `index`, `buf` the body's start for messages). Sets its end, absolute offset and
+ * timestamp and returns 0, or -1 with ValueError set. */
+static int
+read_record_head(const uint8_t **pp, const uint8_t *buf, const uint8_t *end, Py_ssize_t index,
+                 long long base_offset, long long timestamp, int log_append_time,
+                 const uint8_t **rec_end_out, long long *offset, long long *ts)
+{
+    const uint8_t *record_start = *pp;
+    const uint8_t *p = *pp;
+    int64_t length, ts_delta, offset_delta;
+    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p) {
+        PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: invalid or truncated length",
+                     index, (Py_ssize_t)(record_start - buf));
+        return -1;
+    }
+    const uint8_t *const rec_end = p + length;
+    if (p >= rec_end) {
+        PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: empty record", index,
+                     (Py_ssize_t)(record_start - buf));
+        return -1;
+    }
+    p++; /* attributes: unused */
+    if (read_varint(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &offset_delta) < 0) {
+        PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: truncated record header", index,
+                     (Py_ssize_t)(record_start - buf));
+        return -1;
+    }
+    *ts = timestamp;
+    if (__builtin_add_overflow(base_offset, offset_delta, offset) ||
+        (!log_append_time && __builtin_add_overflow(timestamp, ts_delta, ts))) {
+        PyErr_Format(PyExc_ValueError, "record %zd: offset or timestamp out of range", index);
+        return -1;
+    }
+    *pp = p;
+    *rec_end_out = rec_end;
+    return 0;
 }
 
 static inline void
@@ -207,30 +266,10 @@ decode_v2(PyObject *module, PyObject *args)
     }
     Py_ssize_t n = 0;
     while (index < count && n < want) {
-        const uint8_t *record_start = p;
-        int64_t length, ts_delta, offset_delta;
-        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p) {
-            PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: invalid or truncated length",
-                         index, (Py_ssize_t)(record_start - buf));
-            goto done;
-        }
-        const uint8_t *const rec_end = p + length;
-        if (p >= rec_end) {
-            PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: empty record", index,
-                         (Py_ssize_t)(record_start - buf));
-            goto done;
-        }
-        p++; /* attributes: unused */
-        if (read_varint(&p, rec_end, &ts_delta) < 0 ||
-            read_varint(&p, rec_end, &offset_delta) < 0) {
-            PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: truncated record header",
-                         index, (Py_ssize_t)(record_start - buf));
-            goto done;
-        }
-        long long offset, ts = timestamp;
-        if (__builtin_add_overflow(base_offset, offset_delta, &offset) ||
-            (!log_append_time && __builtin_add_overflow(timestamp, ts_delta, &ts))) {
-            PyErr_Format(PyExc_ValueError, "record %zd: offset or timestamp out of range", index);
+        const uint8_t *rec_end;
+        long long offset, ts;
+        if (read_record_head(&p, buf, end, index, base_offset, timestamp, log_append_time,
+                             &rec_end, &offset, &ts) < 0) {
             goto done;
         }
         index++;
@@ -290,6 +329,325 @@ done:
     Py_XDECREF(messages); /* unset items are NULL, which list dealloc skips */
     Py_XDECREF(ts_type);
     Py_XDECREF(ts_obj);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- decode_v2_columns: the same records into Arrow-layout column buffers ----
+ *
+ * The Spark source's path: no Python object per record. Each column is a bytearray that
+ * grows call after call: binary columns as int32 offsets (starting with 0) + data +
+ * validity bitmap (LSB first, as Arrow's), fixed-width columns as native integers. A call
+ * reserves the room its records can need at most, writes, then trims every buffer to
+ * what it wrote (bytearray keeps its allocation on a small shrink, so the next call's
+ * reserve is free). */
+
+enum { C_KEY_OFFSETS, C_KEY_DATA, C_KEY_VALID, C_VALUE_OFFSETS, C_VALUE_DATA, C_VALUE_VALID,
+       C_OFFSETS, C_TIMESTAMPS, C_TS_TYPES, N_COLUMN_BUFS };
+enum { H_LIST_OFFSETS, H_KEY_OFFSETS, H_KEY_DATA, H_VALUE_OFFSETS, H_VALUE_DATA, H_VALUE_VALID,
+       N_HEADER_BUFS };
+
+typedef struct {
+    PyObject *ba;    /* the bytearray (borrowed from the caller's tuple) */
+    Py_ssize_t used; /* bytes written */
+    char *data;      /* its storage while reserved */
+} outbuf;
+
+/* Grow `b` to `used + extra` bytes, zeroing the new bytes when `zero` (bitmaps). */
+static int
+ob_reserve(outbuf *b, Py_ssize_t extra, int zero)
+{
+    if (extra > PY_SSIZE_T_MAX - b->used || PyByteArray_Resize(b->ba, b->used + extra) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        return -1;
+    }
+    b->data = PyByteArray_AS_STRING(b->ba);
+    if (zero) {
+        memset(b->data + b->used, 0, (size_t)extra);
+    }
+    return 0;
+}
+
+static inline void
+ob_put(outbuf *b, const void *src, Py_ssize_t n)
+{
+    memcpy(b->data + b->used, src, (size_t)n);
+    b->used += n;
+}
+
+static inline void
+set_bit(outbuf *bitmap, int64_t i)
+{
+    bitmap->data[i >> 3] |= (char)(1 << (i & 7));
+}
+
+/* Take `n` bytearrays from `tuple` into `out`, checking they are distinct (each is
+ * resized on its own). */
+static int
+take_buffers(PyObject *tuple, outbuf *out, Py_ssize_t n, const char *what)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != n) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of %zd bytearrays", what, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ba = PyTuple_GET_ITEM(tuple, i);
+        if (!PyByteArray_CheckExact(ba)) {
+            PyErr_Format(PyExc_TypeError, "%s must be a tuple of %zd bytearrays", what, n);
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (out[j].ba == ba) {
+                PyErr_Format(PyExc_ValueError, "%s: the same bytearray twice", what);
+                return -1;
+            }
+        }
+        out[i].ba = ba;
+        out[i].used = PyByteArray_GET_SIZE(ba);
+        out[i].data = PyByteArray_AS_STRING(ba);
+    }
+    return 0;
+}
+
+static inline int32_t
+last_int32(const outbuf *b)
+{
+    int32_t v;
+    memcpy(&v, b->data + b->used - 4, 4);
+    return v;
+}
+
+/* A binary column (offsets, data) of `rows` rows is consistent: rows + 1 offsets, the last
+ * one the data's size. */
+static int
+binary_consistent(const outbuf *offsets, const outbuf *data, int64_t rows)
+{
+    return offsets->used == 4 * (rows + 1) && last_int32(offsets) == data->used;
+}
+
+/* Append a span (NULL data: a null) to a binary column of `row` rows so far. */
+static int
+put_binary(outbuf *offsets, outbuf *data, outbuf *valid, int64_t row, const uint8_t *src,
+           int64_t n, const char *what)
+{
+    if (n > 0) {
+        if (n > INT32_MAX - data->used) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s data passes 2 GiB, the limit of an Arrow binary column", what);
+            return -1;
+        }
+        ob_put(data, src, (Py_ssize_t)n);
+    }
+    if (src != NULL && valid != NULL) {
+        set_bit(valid, row);
+    }
+    int32_t end = (int32_t)data->used;
+    ob_put(offsets, &end, 4);
+    return 0;
+}
+
+PyDoc_STRVAR(decode_v2_columns_doc,
+"decode_v2_columns(body, pos, index, count, base_offset, timestamp, log_append_time,\n"
+"                  start, stop, limit, max_bytes, columns, headers) -> (pos, index, ended)\n"
+"\n"
+"Decode the records of an uncompressed v2 batch body from byte `pos`, record `index`\n"
+"(of `count`) on, appending them to Arrow-layout buffers: `columns` is a tuple of 9\n"
+"bytearrays (key offsets, key data, key validity, value offsets, value data, value\n"
+"validity, offsets int64, timestamps int64 in microseconds, timestamp types int32);\n"
+"`headers` None (headers are checked, not kept) or 6 bytearrays (list offsets, key\n"
+"offsets, key data, value offsets, value data, value validity). Records below `start`\n"
+"are skipped; decoding ends before the first record at or after `stop` (`ended` True),\n"
+"after `limit` appended rows, or once the key and value data reach `max_bytes`.\n"
+"Raises ValueError on corrupt or truncated input (the buffers are then unspecified).");
+
+static PyObject *
+decode_v2_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, index, limit, max_bytes;
+    int count, log_append_time;
+    long long base_offset, timestamp, start, stop;
+    PyObject *columns, *headers;
+    if (!PyArg_ParseTuple(args, "y*nniLLpLLnnOO:decode_v2_columns", &view, &pos, &index,
+                          &count, &base_offset, &timestamp, &log_append_time, &start, &stop,
+                          &limit, &max_bytes, &columns, &headers)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    outbuf c[N_COLUMN_BUFS], h[N_HEADER_BUFS];
+    int keep_headers = headers != Py_None;
+    int reserved = 0, ended = 0;
+    int64_t rows0 = 0, rows = 0, entries = 0;
+    if (pos < 0 || pos > view.len || index < 0 || limit <= 0 || max_bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "invalid decode position");
+        goto done;
+    }
+    if (take_buffers(columns, c, N_COLUMN_BUFS, "columns") < 0 ||
+        (keep_headers && take_buffers(headers, h, N_HEADER_BUFS, "headers") < 0)) {
+        goto done;
+    }
+    rows0 = rows = c[C_OFFSETS].used / 8;
+    entries = keep_headers ? h[H_KEY_OFFSETS].used / 4 - 1 : 0;
+    if (c[C_OFFSETS].used % 8 || !binary_consistent(&c[C_KEY_OFFSETS], &c[C_KEY_DATA], rows) ||
+        !binary_consistent(&c[C_VALUE_OFFSETS], &c[C_VALUE_DATA], rows) ||
+        c[C_KEY_VALID].used != (rows + 7) / 8 || c[C_VALUE_VALID].used != (rows + 7) / 8 ||
+        c[C_TIMESTAMPS].used != 8 * rows || c[C_TS_TYPES].used != 4 * rows ||
+        (keep_headers &&
+         (h[H_LIST_OFFSETS].used != 4 * (rows + 1) || entries < 0 ||
+          h[H_KEY_OFFSETS].used % 4 || last_int32(&h[H_LIST_OFFSETS]) != entries ||
+          !binary_consistent(&h[H_KEY_OFFSETS], &h[H_KEY_DATA], entries) ||
+          !binary_consistent(&h[H_VALUE_OFFSETS], &h[H_VALUE_DATA], entries) ||
+          h[H_VALUE_VALID].used != (entries + 7) / 8))) {
+        PyErr_SetString(PyExc_ValueError, "decode_v2_columns: inconsistent column buffers");
+        goto done;
+    }
+    const uint8_t *const buf = (const uint8_t *)view.buf;
+    const uint8_t *const end = buf + view.len;
+    const uint8_t *p = buf + pos;
+    const Py_ssize_t left = end - p;
+
+    /* Room for the most rows this call can append (records left, capped by the bytes
+     * left and by `limit`) and for all the bytes left in each data buffer. */
+    Py_ssize_t want = count > index ? (Py_ssize_t)count - index : 0;
+    if (want > left / MIN_RECORD_SIZE + 1) {
+        want = left / MIN_RECORD_SIZE + 1;
+    }
+    if (want > limit) {
+        want = limit;
+    }
+    /* Bitmap bytes for `n` more bits after `have`. */
+#define BITMAP_MORE(have, n) (((have) + (n) + 7) / 8 - ((have) + 7) / 8)
+    reserved = 1;
+    if (ob_reserve(&c[C_KEY_OFFSETS], 4 * want, 0) < 0 ||
+        ob_reserve(&c[C_KEY_DATA], left, 0) < 0 ||
+        ob_reserve(&c[C_KEY_VALID], BITMAP_MORE(rows, want), 1) < 0 ||
+        ob_reserve(&c[C_VALUE_OFFSETS], 4 * want, 0) < 0 ||
+        ob_reserve(&c[C_VALUE_DATA], left, 0) < 0 ||
+        ob_reserve(&c[C_VALUE_VALID], BITMAP_MORE(rows, want), 1) < 0 ||
+        ob_reserve(&c[C_OFFSETS], 8 * want, 0) < 0 ||
+        ob_reserve(&c[C_TIMESTAMPS], 8 * want, 0) < 0 ||
+        ob_reserve(&c[C_TS_TYPES], 4 * want, 0) < 0) {
+        goto done;
+    }
+    if (keep_headers) {
+        Py_ssize_t most = left / 2; /* a header takes at least 2 bytes */
+        if (ob_reserve(&h[H_LIST_OFFSETS], 4 * want, 0) < 0 ||
+            ob_reserve(&h[H_KEY_OFFSETS], 4 * most, 0) < 0 ||
+            ob_reserve(&h[H_KEY_DATA], left, 0) < 0 ||
+            ob_reserve(&h[H_VALUE_OFFSETS], 4 * most, 0) < 0 ||
+            ob_reserve(&h[H_VALUE_DATA], left, 0) < 0 ||
+            ob_reserve(&h[H_VALUE_VALID], BITMAP_MORE(entries, most), 1) < 0) {
+            goto done;
+        }
+    }
+#undef BITMAP_MORE
+    const int32_t ts_type = log_append_time ? 1 : 0;
+    while (index < count && rows - rows0 < want) {
+        if (c[C_KEY_DATA].used + c[C_VALUE_DATA].used >= max_bytes) {
+            break;
+        }
+        const uint8_t *const rec_start = p, *rec_end;
+        long long offset, ts;
+        if (read_record_head(&p, buf, end, index, base_offset, timestamp, log_append_time,
+                             &rec_end, &offset, &ts) < 0) {
+            goto done;
+        }
+        if (offset >= stop) { /* past the range: this record and the rest are not read */
+            p = rec_start;
+            ended = 1;
+            break;
+        }
+        index++;
+        if (offset < start) { /* below the fetch offset: already consumed */
+            p = rec_end;
+            continue;
+        }
+        const uint8_t *key, *value;
+        int64_t key_len, value_len, n_headers;
+        if (read_span(&p, rec_end, "key", 1, &key, &key_len) < 0 ||
+            read_span(&p, rec_end, "value", 1, &value, &value_len) < 0) {
+            goto done;
+        }
+        if (read_varint(&p, rec_end, &n_headers) < 0) {
+            PyErr_SetString(PyExc_ValueError, "truncated header count");
+            goto done;
+        }
+        if (n_headers < 0 || n_headers > (rec_end - p) / 2) {
+            PyErr_Format(PyExc_ValueError, "invalid header count %lld", (long long)n_headers);
+            goto done;
+        }
+        for (int64_t i = 0; i < n_headers; i++) {
+            const uint8_t *hkey, *hvalue;
+            int64_t hkey_len, hvalue_len;
+            if (read_span(&p, rec_end, "header key", 0, &hkey, &hkey_len) < 0 ||
+                read_span(&p, rec_end, "header value", 1, &hvalue, &hvalue_len) < 0) {
+                goto done;
+            }
+            if (keep_headers) { /* UTF-8 of the keys: checked by the caller, on the array */
+                if (put_binary(&h[H_KEY_OFFSETS], &h[H_KEY_DATA], NULL, entries, hkey,
+                               hkey_len, "header key") < 0 ||
+                    put_binary(&h[H_VALUE_OFFSETS], &h[H_VALUE_DATA], &h[H_VALUE_VALID],
+                               entries, hvalue, hvalue_len, "header value") < 0) {
+                    goto done;
+                }
+                entries++;
+            }
+        }
+        if (p != rec_end) {
+            PyErr_Format(PyExc_ValueError, "record %zd: %zd bytes left over after its headers",
+                         index - 1, (Py_ssize_t)(rec_end - p));
+            goto done;
+        }
+        long long micros;
+        if (__builtin_mul_overflow(ts, 1000LL, &micros)) {
+            PyErr_Format(PyExc_ValueError, "record %zd: timestamp %lld out of range", index - 1,
+                         ts);
+            goto done;
+        }
+        if (put_binary(&c[C_KEY_OFFSETS], &c[C_KEY_DATA], &c[C_KEY_VALID], rows, key, key_len,
+                       "key") < 0 ||
+            put_binary(&c[C_VALUE_OFFSETS], &c[C_VALUE_DATA], &c[C_VALUE_VALID], rows, value,
+                       value_len, "value") < 0) {
+            goto done;
+        }
+        int64_t offset64 = offset, micros64 = micros;
+        ob_put(&c[C_OFFSETS], &offset64, 8);
+        ob_put(&c[C_TIMESTAMPS], &micros64, 8);
+        ob_put(&c[C_TS_TYPES], &ts_type, 4);
+        if (keep_headers) {
+            int32_t list_end = (int32_t)entries;
+            if (entries > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "more than 2**31 headers in one Arrow batch");
+                goto done;
+            }
+            ob_put(&h[H_LIST_OFFSETS], &list_end, 4);
+        }
+        rows++;
+    }
+    if (!ended && index >= count && p != end) {
+        PyErr_Format(PyExc_ValueError, "%zd unconsumed bytes after all %d records",
+                     (Py_ssize_t)(end - p), count);
+        goto done;
+    }
+    result = Py_BuildValue("nnO", (Py_ssize_t)(p - buf), index, ended ? Py_True : Py_False);
+done:
+    if (reserved) { /* trim every buffer to what was written (on error too: no garbage tail) */
+        c[C_KEY_VALID].used = c[C_VALUE_VALID].used = (Py_ssize_t)((rows + 7) / 8);
+        if (keep_headers) {
+            h[H_VALUE_VALID].used = (Py_ssize_t)((entries + 7) / 8);
+        }
+        outbuf *bufs[] = {c, keep_headers ? h : NULL};
+        Py_ssize_t sizes[] = {N_COLUMN_BUFS, N_HEADER_BUFS};
+        for (int k = 0; k < 2; k++) {
+            for (Py_ssize_t i = 0; bufs[k] != NULL && i < sizes[k]; i++) {
+                if (PyByteArray_Resize(bufs[k][i].ba, bufs[k][i].used) < 0) {
+                    Py_CLEAR(result);
+                }
+            }
+        }
+    }
     PyBuffer_Release(&view);
     return result;
 }
@@ -355,6 +713,7 @@ bind(PyObject *module, PyObject *cls)
 
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, decode_v2_doc},
+    {"decode_v2_columns", decode_v2_columns, METH_VARARGS, decode_v2_columns_doc},
     {"bind", bind, METH_O, bind_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,4 +1,5 @@
-"""Type stub of the C extension ``_crecords.c``: message-format v2 record decoding."""
+"""Type stub of the C extension ``_crecords.c``: message-format v2 record decoding
+into messages (the consumer) or Arrow-layout column buffers (the Spark source)."""
 
 from typing_extensions import Buffer
 
@@ -24,3 +25,24 @@ def decode_v2(
     """Decode records from byte ``pos``, record ``index`` of ``count``, skipping offsets
     below ``start``, at most ``limit`` (0: all); returns the messages and where to resume.
     ValueError on corrupt input."""
+
+def decode_v2_columns(
+    body: Buffer,
+    pos: int,
+    index: int,
+    count: int,
+    base_offset: int,
+    timestamp: int,
+    log_append_time: bool,
+    start: int,
+    stop: int,
+    limit: int,
+    max_bytes: int,
+    columns: tuple[bytearray, ...],
+    headers: tuple[bytearray, ...] | None,
+    /,
+) -> tuple[int, int, bool]:
+    """Append records from byte ``pos``, record ``index`` of ``count``, to Arrow-layout
+    buffers (9 ``columns``, 6 ``headers`` or None), skipping offsets below ``start``, ending
+    before ``stop`` (``ended``), after ``limit`` rows or at ``max_bytes`` of key and value
+    data; returns where to resume. ValueError on corrupt input."""

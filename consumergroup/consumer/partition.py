@@ -26,7 +26,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ConsumerError, CorruptMessageError
 
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from ..message import ConsumerMessage
     from ._cstream import MessageStream
     from .records import RecordSet
+
+_T = TypeVar("_T")
 
 
 def _load_stream() -> type[MessageStream] | None:
@@ -213,13 +215,10 @@ class PartitionConsumer:
         while True:
             decoding = self._decoding
             if decoding is None:
-                if not self._chunks:
+                records = self._next_record_set()
+                if records is None:
                     return None
-                records = self._chunks.popleft()
                 self._decoding = decoding = records.decode_batches(self._buffer_size)
-                self._release(records.count)
-                self.consumed.records += records.count  # per record set: metrics cost nothing
-                self.consumed.bytes += records.bytes_consumed
             try:
                 chunk = next(decoding, None)
             except CorruptMessageError as exc:
@@ -239,13 +238,37 @@ class PartitionConsumer:
         if was_full and self._queued < self._buffer_size and not self._paused:
             self._wake_fetcher()
 
-    async def _take(self) -> list[ConsumerMessage] | None:
-        """The next decoded chunk, waiting for one; None once closed and drained.
+    def _next_record_set(self) -> RecordSet | None:
+        """The next buffered record set, undecoded (None when nothing is buffered)."""
+        if not self._chunks:
+            return None
+        records = self._chunks.popleft()
+        self._release(records.count)
+        self.consumed.records += records.count  # per record set: metrics cost nothing
+        self.consumed.bytes += records.bytes_consumed
+        return records
+
+    async def _record_sets(self) -> AsyncIterator[RecordSet]:
+        """Yield the fetched record sets undecoded, for a caller of this package that
+        decodes them itself (the Spark source builds Arrow columns from the batches).
+
+        Not to be mixed with :meth:`batches` or :meth:`messages` on one partition
+        consumer. Ends after :meth:`close`; raises the partition's fatal error, if
+        any, once the buffered record sets are taken.
+        """
+        while True:
+            records = await self._take(self._next_record_set)
+            if records is None:
+                return
+            yield records
+
+    async def _take(self, take: Callable[[], _T | None]) -> _T | None:
+        """The next item ``take`` returns, waiting for one; None once closed and drained.
 
         Raises the partition's fatal error (once) when it ends on one.
         """
         while True:
-            chunk = self._next_chunk()
+            chunk = take()
             if chunk is not None:
                 return chunk
             if self._closed:
@@ -274,7 +297,7 @@ class PartitionConsumer:
                 if rest:
                     yield rest
                 continue
-            chunk = await self._take()
+            chunk = await self._take(self._next_chunk)
             if chunk is None:
                 return
             yield chunk
@@ -320,7 +343,7 @@ class PartitionConsumer:
                 if self._stopped:
                     raise StopAsyncIteration
                 continue
-            chunk = await self._take()
+            chunk = await self._take(self._next_chunk)
             if chunk is None:
                 raise StopAsyncIteration
             self._chunk = chunk

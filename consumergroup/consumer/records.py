@@ -16,7 +16,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, dropwhile, islice
-from typing import Any
+from types import ModuleType
+from typing import Any, NamedTuple
 
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -32,9 +33,13 @@ __all__ = [
     "AbortedTransactions",
     "DecodedChunk",
     "RecordSet",
+    "V2Body",
     "decode_batch",
     "decode_records",
+    "decode_v2_columns",
     "scan_records",
+    "undecodable",
+    "v2_body",
 ]
 
 # Every message format starts with offset (int64) + length (int32); the magic byte sits
@@ -84,15 +89,32 @@ DecodeV2 = Callable[
 ]
 
 
-def _load_c_decoder() -> DecodeV2 | None:
-    """The C v2 decoder bound to :class:`ConsumerMessage`, or None: not built (no compiler
-    at install time), disabled with ``CONSUMERGROUP_PURE_PYTHON``, or the class's slots
-    are not what it fills (a warning then: the install works, more slowly)."""
+#: ``decode_v2_columns(body, pos, index, count, base_offset, timestamp, log_append_time,
+#: start, stop, limit, max_bytes, columns, headers) -> (pos, index, ended)``: the same
+#: records into Arrow-layout buffers (the Spark source's path); see ``_crecords.c``.
+DecodeV2Columns = Callable[
+    [Any, int, int, int, int, int, bool, int, int, int, int, Any, Any], tuple[int, int, bool]
+]
+
+
+def _c_module() -> ModuleType | None:
+    """The C extension, or None: not built (no compiler at install time), or disabled
+    with ``CONSUMERGROUP_PURE_PYTHON``."""
     if os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
         from . import _crecords
     except ImportError:
+        return None
+    return _crecords
+
+
+def _load_c_decoder() -> DecodeV2 | None:
+    """The C v2 decoder bound to :class:`ConsumerMessage`, or None: no extension (see
+    :func:`_c_module`), or the class's slots are not what it fills (a warning then: the
+    install works, more slowly)."""
+    _crecords = _c_module()
+    if _crecords is None:
         return None
     try:
         _crecords.bind(ConsumerMessage)
@@ -103,10 +125,16 @@ def _load_c_decoder() -> DecodeV2 | None:
             stacklevel=2,
         )
         return None
-    return _crecords.decode_v2
+    decode: DecodeV2 = _crecords.decode_v2
+    return decode
 
 
 _decode_v2 = _load_c_decoder()
+_crecords_module = _c_module()
+#: The C column decoder, or None without the extension (callers then decode messages).
+decode_v2_columns: DecodeV2Columns | None = (
+    _crecords_module.decode_v2_columns if _crecords_module is not None else None
+)
 
 
 @dataclass(slots=True)
@@ -292,9 +320,7 @@ def decode_batch(
         except CorruptMessageError:
             raise
         except Exception as exc:  # the C decoder's, aiokafka's or cramjam's: the payload is bad
-            raise CorruptMessageError(
-                f"{topic}[{partition}]: cannot decode record batch: {exc!r}"
-            ) from exc
+            raise undecodable(topic, partition, exc) from exc
         if chunk:
             yield chunk
 
@@ -308,17 +334,7 @@ def _c_steps(
     decode_v2: DecodeV2, topic: str, partition: int, batch: memoryview, start: int, limit: int
 ) -> Steps:
     """A v2 batch through the C decoder, resuming at its byte position and record index."""
-    first, attributes, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
-    records = batch[_V2_HEADER_SIZE:]
-    body: memoryview | bytes = records
-    codec = attributes & _CODEC_MASK
-    if codec:
-        decompress = _DECOMPRESS.get(codec)
-        if decompress is None:
-            raise ValueError(f"unknown compression codec {codec}")
-        body = decompress(records)
-    log_append_time = bool(attributes & _LOG_APPEND_TIME)
-    timestamp = max_ts if log_append_time else first_ts
+    first, body, count, timestamp, log_append_time = v2_body(batch)
     pos = index = 0
 
     def step() -> list[ConsumerMessage]:
@@ -342,6 +358,42 @@ def _c_steps(
     yield step
     while index < count:
         yield step
+
+
+class V2Body(NamedTuple):
+    """What decoding a v2 batch's records needs, read from its header."""
+
+    base_offset: int
+    #: The records' bytes, decompressed.
+    records: memoryview | bytes
+    record_count: int
+    #: The base the records' timestamp deltas apply to (for log-append time, every
+    #: record's timestamp).
+    timestamp: int
+    log_append_time: bool
+
+
+def v2_body(batch: memoryview) -> V2Body:
+    """The header fields and the decompressed records of one v2 batch from
+    :func:`scan_records`; ValueError (or the codec's error) for an unknown codec or a
+    payload that does not decompress."""
+    first, attributes, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
+    records = batch[_V2_HEADER_SIZE:]
+    body: memoryview | bytes = records
+    codec = attributes & _CODEC_MASK
+    if codec:
+        decompress = _DECOMPRESS.get(codec)
+        if decompress is None:
+            raise ValueError(f"unknown compression codec {codec}")
+        body = decompress(records)
+    log_append_time = bool(attributes & _LOG_APPEND_TIME)
+    return V2Body(first, body, count, max_ts if log_append_time else first_ts, log_append_time)
+
+
+def undecodable(topic: str, partition: int, exc: Exception) -> CorruptMessageError:
+    """The error for a kept batch whose payload cannot be decoded (``exc``: the C
+    decoder's, aiokafka's or the codec's)."""
+    return CorruptMessageError(f"{topic}[{partition}]: cannot decode record batch: {exc!r}")
 
 
 def _reader_steps(

@@ -1,8 +1,9 @@
 """Executor side of the Spark source: one offset range in, Arrow record batches out.
 
 Each Spark task runs :func:`read_range`. A fetch thread runs one asyncio loop for
-the task: a :class:`~consumergroup.Consumer` reads the range's partition and the
-decoded chunks become Arrow batches in that thread, handed over through a queue
+the task: a :class:`~consumergroup.Consumer` fetches the range's partition and its
+record sets, undecoded, become Arrow batches in that thread
+(:class:`~._spark_arrow.BatchBuilder`), handed over through a queue
 of :data:`PREFETCH` batches, so fetching the next batch overlaps with Spark
 consuming the previous one, and memory stays bounded (the queue, plus the
 partition consumer's own buffer). Nothing is created before the task runs: loops,
@@ -19,21 +20,17 @@ import asyncio
 import contextlib
 import queue
 import threading
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from operator import attrgetter
 
 import pyarrow as pa
 
 from ..consumer import Consumer, PartitionConsumer
+from ..consumer.records import RecordSet
 from ..errors import ConsumerError, OffsetOutOfRangeError
-from ..message import ConsumerMessage
-from ._spark_arrow import build_batch
+from ._spark_arrow import BatchBuilder
 from ._spark_options import SourceOptions
 from ._spark_plan import OffsetRange, data_loss
 
-#: Rows per Arrow batch handed to Spark.
-ARROW_BATCH_ROWS = 32768
 #: Arrow batches built ahead of Spark's consumption.
 PREFETCH = 2
 #: How often a reader waiting for records checks whether its range is done.
@@ -44,7 +41,6 @@ FETCH_BYTES = 8 << 20
 BUFFER_MESSAGES = 8192
 
 _DONE = object()
-_offset = attrgetter("offset")
 
 
 def read_range(opts: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -103,15 +99,15 @@ async def _fetch(
     # Out of range at the start: an error to report, or a skip to the log start.
     config.consumer.offsets.reset = "error" if opts.fail_on_data_loss else "oldest"
     loop = asyncio.get_running_loop()
+    builder = BatchBuilder(rng.topic, rng.partition, opts.include_headers)
     async with Consumer(list(opts.bootstrap), config) as consumer:
         pc = await consumer.consume_partition(rng.topic, rng.partition, rng.start)
-        chunks = pc.batches()
-        pending: list[list[ConsumerMessage]] = []
-        rows = 0
-        waiting: asyncio.Future[list[ConsumerMessage] | None] | None = None
+        # Record sets undecoded: the builder decodes their batches into Arrow columns.
+        record_sets = pc._record_sets()
+        waiting: asyncio.Future[RecordSet | None] | None = None
         while True:
             if waiting is None:
-                waiting = asyncio.ensure_future(anext(chunks, None))
+                waiting = asyncio.ensure_future(anext(record_sets, None))
             done, _ = await asyncio.wait({waiting}, timeout=STALL_CHECK)
             if not done:
                 if stop.is_set():
@@ -119,29 +115,21 @@ async def _fetch(
                 _end_if_done(opts, rng, pc)
                 continue
             try:
-                chunk = waiting.result()
+                record_set = waiting.result()
             except ConsumerError as exc:
                 raise _explain(opts, rng, exc) from exc
             waiting = None
-            if chunk is None:
+            if record_set is None:
                 break
-            last = chunk[-1].offset >= rng.end - 1
-            if chunk[-1].offset >= rng.end:
-                chunk = chunk[: bisect_left(chunk, rng.end, key=_offset)]
-            if chunk:
-                pending.append(chunk)
-                rows += len(chunk)
-            if rows >= ARROW_BATCH_ROWS or (last and pending):
-                batch = build_batch(rng.topic, rng.partition, pending, opts.include_headers)
-                pending, rows = [], 0
-                if not await loop.run_in_executor(None, put, batch):
-                    return  # the task ended
-            if last:
+            for batch, magic, _ in record_set.batches:
+                for full in builder.add(batch, magic, record_set.start, rng.end):
+                    if not await loop.run_in_executor(None, put, full):
+                        return  # the task ended
+            if record_set.next_offset >= rng.end:
                 break
-        if pending:
-            await loop.run_in_executor(
-                None, put, build_batch(rng.topic, rng.partition, pending, opts.include_headers)
-            )
+        last = builder.flush()
+        if last is not None:
+            await loop.run_in_executor(None, put, last)
 
 
 def _end_if_done(opts: SourceOptions, rng: OffsetRange, pc: PartitionConsumer) -> None:

@@ -17,8 +17,8 @@ import resource
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import pytest
@@ -131,7 +131,8 @@ _header = st.tuples(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=6),
     st.none() | st.binary(max_size=6),
 )
-_record = st.tuples(
+#: key, value, headers, timestamp delta, offset step (shared with test_spark_columns).
+RECORD_FIELDS = st.tuples(
     st.none() | st.binary(max_size=20),
     st.none() | st.binary(max_size=60),
     st.lists(_header, max_size=3),
@@ -142,7 +143,7 @@ _record = st.tuples(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    contents=st.lists(_record, min_size=1, max_size=12),
+    contents=st.lists(RECORD_FIELDS, min_size=1, max_size=12),
     codec=st.sampled_from(CODECS),
     base=st.integers(min_value=0, max_value=2**40),
     skip=st.integers(min_value=0, max_value=40),
@@ -323,27 +324,28 @@ def _record(*parts: bytes) -> bytes:
     return _varint(len(payload)) + payload
 
 
-@pytest.mark.parametrize(
-    ("body", "reason"),
-    [
-        (_varint(2**62), "invalid or truncated length"),
-        (_varint(-5), "invalid or truncated length"),
-        (b"\xff" * 11, "invalid or truncated length"),  # a varint longer than 10 bytes
-        (_record(), "empty record"),
-        (_record(b"\x00"), "truncated record header"),
-        (_record(b"\x00\x00\x00" + _varint(2**40)), "key length"),
-        (_record(b"\x00\x00\x00" + _varint(-2)), "invalid key length -2"),
-        (_record(b"\x00\x00\x00" + _varint(1)), "key length 1 overruns the record by 1"),
-        (_record(b"\x00\x00\x00\x01" + _varint(2**31)), "value length"),
-        (_record(b"\x00\x00\x00\x01\x01" + _varint(2**40)), "invalid header count"),
-        (_record(b"\x00\x00\x00\x01\x01" + _varint(-1)), "invalid header count"),
-        (_record(b"\x00\x00\x00\x01\x01\x02" + _varint(-1) + b"\x01"), "header key length"),
-        (_record(b"\x00\x00\x00\x01\x01\x02\x02\xff\xfe\x01"), "utf-8"),
-        (_record(b"\x00\x00\x00\x01\x01\x02\x02h" + _varint(1)), "value length 1 overruns"),
-        (_record(b"\x00\x00\x00\x01\x01\x00\x00"), "left over"),
-        (_record(b"\x00" + _varint(2**63 - 1) + b"\x00\x01\x01\x00"), "out of range"),
-    ],
-)
+#: Record bodies each corrupt in one field, and the error that names it.
+CORRUPT_RECORDS = [
+    (_varint(2**62), "invalid or truncated length"),
+    (_varint(-5), "invalid or truncated length"),
+    (b"\xff" * 11, "invalid or truncated length"),  # a varint longer than 10 bytes
+    (_record(), "empty record"),
+    (_record(b"\x00"), "truncated record header"),
+    (_record(b"\x00\x00\x00" + _varint(2**40)), "key length"),
+    (_record(b"\x00\x00\x00" + _varint(-2)), "invalid key length -2"),
+    (_record(b"\x00\x00\x00" + _varint(1)), "key length 1 overruns the record by 1"),
+    (_record(b"\x00\x00\x00\x01" + _varint(2**31)), "value length"),
+    (_record(b"\x00\x00\x00\x01\x01" + _varint(2**40)), "invalid header count"),
+    (_record(b"\x00\x00\x00\x01\x01" + _varint(-1)), "invalid header count"),
+    (_record(b"\x00\x00\x00\x01\x01\x02" + _varint(-1) + b"\x01"), "header key length"),
+    (_record(b"\x00\x00\x00\x01\x01\x02\x02\xff\xfe\x01"), "utf-8"),
+    (_record(b"\x00\x00\x00\x01\x01\x02\x02h" + _varint(1)), "value length 1 overruns"),
+    (_record(b"\x00\x00\x00\x01\x01\x00\x00"), "left over"),
+    (_record(b"\x00" + _varint(2**63 - 1) + b"\x00\x01\x01\x00"), "out of range"),
+]
+
+
+@pytest.mark.parametrize(("body", "reason"), CORRUPT_RECORDS)
 def test_corrupt_record_fields(body: bytes, reason: str) -> None:
     decode_v2 = c_decoder()
     with pytest.raises(ValueError, match=reason):
@@ -361,32 +363,44 @@ def test_invalid_positions_are_rejected() -> None:
             decode_v2(body, pos, index, 3, 0, 0, False, TOPIC, PARTITION, 0, limit)
 
 
+#: Random bodies, record counts and start offsets (shared with test_spark_columns).
+RANDOM_INPUT = {
+    "body": st.binary(max_size=120),
+    "count": st.integers(min_value=-3, max_value=2**31 - 1),
+    "start": st.integers(min_value=-5, max_value=5),
+}
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    body=st.binary(max_size=120),
-    count=st.integers(min_value=-3, max_value=2**31 - 1),
-    limit=st.integers(min_value=0, max_value=4),
-    start=st.integers(min_value=-5, max_value=5),
-)
+@given(**RANDOM_INPUT, limit=st.integers(min_value=0, max_value=4))
 def test_random_bytes_never_crash_or_hang(body: bytes, count: int, limit: int, start: int) -> None:
     """Resuming until the record index reaches ``count`` always ends (each call advances
     or raises) in messages or ValueError."""
     decode_v2 = c_decoder()
     view = _guard.place(body)
+
+    def step(pos: int, index: int) -> tuple[int, int]:
+        messages, pos, index = decode_v2(
+            view, pos, index, count, 0, 0, False, TOPIC, PARTITION, start, limit
+        )
+        assert limit == 0 or len(messages) <= limit
+        return pos, index
+
+    resume_all(step, len(body), count)
+
+
+def resume_all(step: Callable[[int, int], tuple[int, int]], size: int, count: int) -> None:
+    """Call ``step(pos, index)`` from where the last call stopped until the record index
+    reaches ``count``: every call must advance (or raise ValueError, which ends it)."""
     pos = index = 0
-    try:
+    with suppress(ValueError):
         while True:
-            messages, new_pos, new_index = decode_v2(
-                view, pos, index, count, 0, 0, False, TOPIC, PARTITION, start, limit
-            )
-            assert pos <= new_pos <= len(body)
-            assert limit == 0 or len(messages) <= limit
+            new_pos, new_index = step(pos, index)
+            assert pos <= new_pos <= size
             assert new_index > index or new_index >= count
             pos, index = new_pos, new_index
             if index >= count:
-                break
-    except ValueError:
-        pass
+                return
 
 
 # --- bind ------------------------------------------------------------------------------
