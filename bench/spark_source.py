@@ -38,10 +38,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from consumergroup.integrations._spark_arrow import SCHEMA_DDL
+from consumergroup.integrations._spark_arrow import ARROW_BATCH_ROWS, SCHEMA_DDL
 from consumergroup.integrations._spark_options import parse_options
 from consumergroup.integrations._spark_plan import OffsetRange
-from consumergroup.integrations._spark_read import ARROW_BATCH_ROWS, read_range
+from consumergroup.integrations._spark_read import read_range
 
 from . import harness
 from .harness import log
