@@ -4,7 +4,9 @@ Builds ~100k random 100-byte records in v2 batches (16 KiB, the producer default
 and lz4), cut into ~1 MiB record sets as a Fetch response would carry them, and prints
 ns/record for: the bare aiokafka C reader loop (the floor), that loop reading every field
 a message needs into a tuple, aiokafka's consumer-side ``PartitionRecords`` (what
-``AIOKafkaConsumer`` does per record) and ``decode_records``. Each decoder consumes a
+``AIOKafkaConsumer`` does per record), ``decode_records`` and, with pyarrow installed,
+the Spark source's two ways from record sets to Arrow batches (``spark_messages``: via
+ConsumerMessages, the fallback; ``spark_columns``: the C column decoder). Each decoder consumes a
 record set, reads every value and drops the set before the next one, like a consumer.
 
 Run from the repository root: ``.venv/bin/python -m bench.decode_micro [--records N]``
@@ -19,6 +21,7 @@ decoder ``ours`` uses follows ``CONSUMERGROUP_PURE_PYTHON``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import time
 from collections.abc import Callable
@@ -127,6 +130,37 @@ def ours_lists(sets: RecordSets) -> int:
     return n
 
 
+def _spark(sets: RecordSets, columns: bool) -> int:
+    """The Spark source's executor work: record sets into Arrow batches (needs pyarrow)."""
+    from consumergroup.consumer import records
+    from consumergroup.integrations._spark_arrow import BatchBuilder
+
+    saved = records.decode_v2_columns
+    if not columns:
+        records.decode_v2_columns = None
+    try:
+        builder = BatchBuilder("bench", 0, False)
+        n = 0
+        for data, offset in sets:
+            for batch, magic, _ in scan_records("bench", 0, data, offset).batches:
+                for arrow in builder.add(batch, magic, offset, 2**62):
+                    n += arrow.num_rows
+        last = builder.flush()
+        return n + (last.num_rows if last is not None else 0)
+    finally:
+        records.decode_v2_columns = saved
+
+
+def spark_messages(sets: RecordSets) -> int:
+    """Spark source, message path: ConsumerMessages, then Arrow columns from them."""
+    return _spark(sets, columns=False)
+
+
+def spark_columns(sets: RecordSets) -> int:
+    """Spark source, C column path: Arrow buffers straight from the batches."""
+    return _spark(sets, columns=True)
+
+
 def _time(fn: Callable[[RecordSets], int], sets: RecordSets, count: int, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -154,6 +188,8 @@ def main() -> None:
         ours,
         ours_lists,
     ]
+    if importlib.util.find_spec("pyarrow") is not None:  # the [spark] extra
+        decoders += [spark_messages, spark_columns]
     if args.decoder:
         (fn,) = [fn for fn in decoders if fn.__name__ == args.decoder]
         sets = build_record_sets(args.records, _CODECS[args.codec])
