@@ -527,3 +527,29 @@ async def test_read_committed(bootstrap: str, new_topic: TopicFactory) -> None:
             # Nothing else (no control record) follows.
             await asyncio.sleep(0.5)
             assert pc.queued == 0
+
+
+async def test_record_sets_undecoded_free_the_buffer(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """``_record_sets()`` (the Spark source's reader) hands out the framed record sets:
+    each one taken leaves the buffer, so fetching goes on past ``channel_buffer_size``,
+    and the consumed counters move as with ``batches()``."""
+    topic = await new_topic(partitions=1)
+    for first in range(0, 600, 100):
+        await send_batch(bootstrap, topic, [b"v%d" % i for i in range(first, first + 100)])
+    config = make_config()
+    config.consumer.fetch.default = 4096  # one 100-record batch per fetch, about
+    config.channel_buffer_size = 150  # far below the 590 records to read
+    async with consumer(bootstrap, config) as c:
+        pc = await c.consume_partition(topic, 0, 10)
+        offsets: list[int] = []
+        async with asyncio.timeout(WAIT):
+            async for records in pc._record_sets():
+                assert records.start >= 10 and records.count > 0
+                offsets += [m.offset for chunk in records.decode_batches() for m in chunk]
+                if records.next_offset >= 600:
+                    break
+        assert offsets == list(range(10, 600))
+        assert pc.consumed.records == 590  # from offset 10 of the first batch on
+        assert pc.queued == 0
