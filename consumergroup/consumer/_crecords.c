@@ -353,21 +353,46 @@ typedef struct {
     char *data;      /* its storage while reserved */
 } outbuf;
 
-/* Grow `b` to `used + extra` bytes, zeroing the new bytes when `zero` (bitmaps). */
+/* Make room for `extra` bytes after `used`, zeroing them when `zero` (bitmaps). The
+ * bytearray's size is left alone: the bytes are written into its allocation, and
+ * ob_trim() sets the size once. Capacity grows at least 2x, so appending a batch at a time
+ * costs no realloc per call (PyByteArray_Resize alone reallocates on most of them). */
 static int
 ob_reserve(outbuf *b, Py_ssize_t extra, int zero)
 {
-    if (extra > PY_SSIZE_T_MAX - b->used || PyByteArray_Resize(b->ba, b->used + extra) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_NoMemory();
-        }
+    PyByteArrayObject *ba = (PyByteArrayObject *)b->ba;
+    if (ba->ob_exports > 0) { /* a memoryview or an Arrow buffer still reads it */
+        PyErr_SetString(PyExc_BufferError, "a column buffer is exported: cannot append to it");
         return -1;
     }
-    b->data = PyByteArray_AS_STRING(b->ba);
-    if (zero) {
+    if (extra > PY_SSIZE_T_MAX / 2 - b->used) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t need = b->used + extra;
+    Py_ssize_t room = ba->ob_alloc - (ba->ob_start - ba->ob_bytes) - 1; /* - trailing NUL */
+    if (need > room) {
+        if (PyByteArray_Resize(b->ba, need > 2 * b->used ? need : 2 * b->used) < 0) {
+            return -1;
+        }
+        Py_SET_SIZE(ba, b->used); /* the capacity stays; ob_trim() sets the final size */
+    }
+    /* Not PyByteArray_AS_STRING: at size 0 it gives a shared empty string. */
+    b->data = ba->ob_start;
+    if (zero && extra > 0) {
         memset(b->data + b->used, 0, (size_t)extra);
     }
     return 0;
+}
+
+/* Set the size of a reserved buffer to what was written. */
+static void
+ob_trim(outbuf *b)
+{
+    Py_SET_SIZE(b->ba, b->used);
+    if (((PyByteArrayObject *)b->ba)->ob_alloc > 0) { /* else the shared empty string */
+        b->data[b->used] = '\0';                    /* bytearray keeps a trailing NUL */
+    }
 }
 
 static inline void
@@ -478,7 +503,7 @@ decode_v2_columns(PyObject *module, PyObject *args)
     PyObject *result = NULL;
     outbuf c[N_COLUMN_BUFS], h[N_HEADER_BUFS];
     int keep_headers = headers != Py_None;
-    int reserved = 0, ended = 0;
+    int ended = 0, n_reserved = 0;
     int64_t rows0 = 0, rows = 0, entries = 0;
     if (pos < 0 || pos > view.len || index < 0 || limit <= 0 || max_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "invalid decode position");
@@ -519,26 +544,31 @@ decode_v2_columns(PyObject *module, PyObject *args)
     }
     /* Bitmap bytes for `n` more bits after `have`. */
 #define BITMAP_MORE(have, n) (((have) + (n) + 7) / 8 - ((have) + 7) / 8)
-    reserved = 1;
-    if (ob_reserve(&c[C_KEY_OFFSETS], 4 * want, 0) < 0 ||
-        ob_reserve(&c[C_KEY_DATA], left, 0) < 0 ||
-        ob_reserve(&c[C_KEY_VALID], BITMAP_MORE(rows, want), 1) < 0 ||
-        ob_reserve(&c[C_VALUE_OFFSETS], 4 * want, 0) < 0 ||
-        ob_reserve(&c[C_VALUE_DATA], left, 0) < 0 ||
-        ob_reserve(&c[C_VALUE_VALID], BITMAP_MORE(rows, want), 1) < 0 ||
-        ob_reserve(&c[C_OFFSETS], 8 * want, 0) < 0 ||
-        ob_reserve(&c[C_TIMESTAMPS], 8 * want, 0) < 0 ||
-        ob_reserve(&c[C_TS_TYPES], 4 * want, 0) < 0) {
-        goto done;
-    }
-    if (keep_headers) {
-        Py_ssize_t most = left / 2; /* a header takes at least 2 bytes */
-        if (ob_reserve(&h[H_LIST_OFFSETS], 4 * want, 0) < 0 ||
-            ob_reserve(&h[H_KEY_OFFSETS], 4 * most, 0) < 0 ||
-            ob_reserve(&h[H_KEY_DATA], left, 0) < 0 ||
-            ob_reserve(&h[H_VALUE_OFFSETS], 4 * most, 0) < 0 ||
-            ob_reserve(&h[H_VALUE_DATA], left, 0) < 0 ||
-            ob_reserve(&h[H_VALUE_VALID], BITMAP_MORE(entries, most), 1) < 0) {
+    const Py_ssize_t most = keep_headers ? left / 2 : 0; /* a header takes at least 2 bytes */
+    const struct {
+        outbuf *buf;
+        Py_ssize_t extra;
+        int zero;
+    } plan[N_COLUMN_BUFS + N_HEADER_BUFS] = {
+        {&c[C_KEY_OFFSETS], 4 * want, 0},
+        {&c[C_KEY_DATA], left, 0},
+        {&c[C_KEY_VALID], BITMAP_MORE(rows, want), 1},
+        {&c[C_VALUE_OFFSETS], 4 * want, 0},
+        {&c[C_VALUE_DATA], left, 0},
+        {&c[C_VALUE_VALID], BITMAP_MORE(rows, want), 1},
+        {&c[C_OFFSETS], 8 * want, 0},
+        {&c[C_TIMESTAMPS], 8 * want, 0},
+        {&c[C_TS_TYPES], 4 * want, 0},
+        {&h[H_LIST_OFFSETS], 4 * want, 0},
+        {&h[H_KEY_OFFSETS], 4 * most, 0},
+        {&h[H_KEY_DATA], left, 0},
+        {&h[H_VALUE_OFFSETS], 4 * most, 0},
+        {&h[H_VALUE_DATA], left, 0},
+        {&h[H_VALUE_VALID], BITMAP_MORE(entries, most), 1},
+    };
+    const int n_plan = keep_headers ? N_COLUMN_BUFS + N_HEADER_BUFS : N_COLUMN_BUFS;
+    for (; n_reserved < n_plan; n_reserved++) {
+        if (ob_reserve(plan[n_reserved].buf, plan[n_reserved].extra, plan[n_reserved].zero) < 0) {
             goto done;
         }
     }
@@ -633,19 +663,13 @@ decode_v2_columns(PyObject *module, PyObject *args)
     }
     result = Py_BuildValue("nnO", (Py_ssize_t)(p - buf), index, ended ? Py_True : Py_False);
 done:
-    if (reserved) { /* trim every buffer to what was written (on error too: no garbage tail) */
+    if (n_reserved > 0) { /* size every reserved buffer to what was written (on error too) */
         c[C_KEY_VALID].used = c[C_VALUE_VALID].used = (Py_ssize_t)((rows + 7) / 8);
         if (keep_headers) {
             h[H_VALUE_VALID].used = (Py_ssize_t)((entries + 7) / 8);
         }
-        outbuf *bufs[] = {c, keep_headers ? h : NULL};
-        Py_ssize_t sizes[] = {N_COLUMN_BUFS, N_HEADER_BUFS};
-        for (int k = 0; k < 2; k++) {
-            for (Py_ssize_t i = 0; bufs[k] != NULL && i < sizes[k]; i++) {
-                if (PyByteArray_Resize(bufs[k][i].ba, bufs[k][i].used) < 0) {
-                    Py_CLEAR(result);
-                }
-            }
+        for (int i = 0; i < n_reserved; i++) {
+            ob_trim(i < N_COLUMN_BUFS ? &c[i] : &h[i - N_COLUMN_BUFS]);
         }
     }
     PyBuffer_Release(&view);
