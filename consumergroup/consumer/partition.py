@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ConsumerError, CorruptMessageError
+from ._native import load_extension
 
 if TYPE_CHECKING:
     from ..message import ConsumerMessage
@@ -38,19 +38,10 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-def _load_stream() -> type[MessageStream] | None:
-    """The C ``messages()`` stream, or None: not built (no compiler at install time) or
-    disabled with ``CONSUMERGROUP_PURE_PYTHON``."""
-    if os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from ._cstream import MessageStream
-    except ImportError:
-        return None
-    return MessageStream
-
-
-_MessageStream = _load_stream()
+#: The C ``messages()`` stream, or None (the async generator then): see ``_native``.
+_MessageStream: type[MessageStream] | None = getattr(
+    load_extension("_cstream"), "MessageStream", None
+)
 
 
 class Consumed:

@@ -10,7 +10,6 @@ their fields into messages.
 
 from __future__ import annotations
 
-import os
 import struct
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +26,7 @@ from aiokafka.record.util import calc_crc32c
 from consumergroup.errors import CorruptMessageError
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
 
+from ._native import load_extension
 from .gcpolicy import decode_step
 
 __all__ = [
@@ -97,23 +97,10 @@ DecodeV2Columns = Callable[
 ]
 
 
-def _c_module() -> ModuleType | None:
-    """The C extension, or None: not built (no compiler at install time), or disabled
-    with ``CONSUMERGROUP_PURE_PYTHON``."""
-    if os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from . import _crecords
-    except ImportError:
-        return None
-    return _crecords
-
-
-def _load_c_decoder() -> DecodeV2 | None:
-    """The C v2 decoder bound to :class:`ConsumerMessage`, or None: no extension (see
-    :func:`_c_module`), or the class's slots are not what it fills (a warning then: the
-    install works, more slowly)."""
-    _crecords = _c_module()
+def _load_c_decoder(_crecords: ModuleType | None) -> DecodeV2 | None:
+    """The C v2 decoder of the extension ``_crecords`` bound to :class:`ConsumerMessage`,
+    or None: no extension (see :func:`~._native.load_extension`), or the class's slots
+    are not what it fills (a warning then: the install works, more slowly)."""
     if _crecords is None:
         return None
     try:
@@ -129,8 +116,8 @@ def _load_c_decoder() -> DecodeV2 | None:
     return decode
 
 
-_decode_v2 = _load_c_decoder()
-_crecords_module = _c_module()
+_crecords_module = load_extension("_crecords")
+_decode_v2 = _load_c_decoder(_crecords_module)
 #: The C column decoder, or None without the extension (callers then decode messages).
 decode_v2_columns: DecodeV2Columns | None = (
     _crecords_module.decode_v2_columns if _crecords_module is not None else None

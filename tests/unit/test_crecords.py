@@ -436,7 +436,7 @@ def test_layout_mismatch_warns_and_falls_back(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("CONSUMERGROUP_PURE_PYTHON", raising=False)
     monkeypatch.setattr(records_module, "ConsumerMessage", _Renamed)
     with pytest.warns(RuntimeWarning, match="C record decoder is disabled"):
-        assert records_module._load_c_decoder() is None
+        assert records_module._load_c_decoder(records_module._crecords_module) is None
     monkeypatch.undo()
     c_decoder()  # bound to ConsumerMessage again for the other tests
 
