@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import pytest
 
@@ -50,6 +51,37 @@ async def _join_then_leave(bootstrap: str, group: str, topic: str, config: cg.Co
     return member_id
 
 
+async def _forms_without(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    config: cg.Config,
+    departed: str,
+    on_tansu: bool,
+    caplog: pytest.LogCaptureFixture,
+    check: Callable[[cg.ConsumerGroup, Recorder], None],
+) -> None:
+    """Run one member in ``group`` until it consumed 10 records, that is until the group
+    formed although ``departed`` was named its leader, then ``check`` it while it runs;
+    on Tansu, the stall must have been recognised and ended by the poke under the
+    departed leader's id."""
+    handler = Recorder()
+    member = cg.ConsumerGroup([bootstrap], group, config)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(member.close, 10.0)
+        run = asyncio.create_task(member.run([topic], handler))
+        await produce(bootstrap, topic, [b"%d" % i for i in range(10)])
+        # Before the fixes: no generation ever completed (SyncGroup answered
+        # REBALANCE_IN_PROGRESS every ~8 s). Now: two stalled rounds, a poke, an eviction.
+        await wait_for(lambda: len(set(handler.seen)) == 10, 60, "the group to form")
+        assert not run.done()
+        check(member, handler)
+        if on_tansu:
+            assert f"named leader {departed}" in caplog.text
+        await member.close(10.0)
+        await asyncio.wait_for(run, 5)
+
+
 async def test_a_group_whose_leader_left_mid_join_still_forms(
     bootstrap: str, new_topic: TopicFactory, on_tansu: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -57,21 +89,11 @@ async def test_a_group_whose_leader_left_mid_join_still_forms(
     group = unique()
     config = group_config()
     departed = await _join_then_leave(bootstrap, group, topic, config)
-    handler = Recorder()
-    member = cg.ConsumerGroup([bootstrap], group, config)
-    async with contextlib.AsyncExitStack() as stack:
-        stack.push_async_callback(member.close, 10.0)
-        run = asyncio.create_task(member.run([topic], handler))
-        await produce(bootstrap, topic, [b"%d" % i for i in range(10)])
-        # Before the fix: no generation ever completed (SyncGroup answered
-        # REBALANCE_IN_PROGRESS every ~8 s). Now: two stalled rounds, a poke, an eviction.
-        await wait_for(lambda: len(set(handler.seen)) == 10, 60, "the group to form")
-        assert not run.done()
+
+    def a_new_member(member: cg.ConsumerGroup, _: Recorder) -> None:
         assert member.member_id != departed
-        if on_tansu:  # the stall was recognised, and ended by the poke under the leader's id
-            assert f"named leader {departed}" in caplog.text
-        await member.close(10.0)
-        await asyncio.wait_for(run, 5)
+
+    await _forms_without(bootstrap, group, topic, config, departed, on_tansu, caplog, a_new_member)
 
 
 async def _static_leader_vanishes(bootstrap: str, group: str, topic: str, config: cg.Config) -> str:
@@ -110,16 +132,8 @@ async def test_a_static_group_whose_leader_vanished_still_forms(
     config = group_config()
     config.consumer.group.instance_id = "survivor"
     departed = await _static_leader_vanishes(bootstrap, group, topic, config)
-    handler = Recorder()
-    member = cg.ConsumerGroup([bootstrap], group, config)
-    async with contextlib.AsyncExitStack() as stack:
-        stack.push_async_callback(member.close, 10.0)
-        run = asyncio.create_task(member.run([topic], handler))
-        await produce(bootstrap, topic, [b"%d" % i for i in range(10)])
-        await wait_for(lambda: len(set(handler.seen)) == 10, 60, "the group to form")
-        assert not run.done()
+
+    def owns_both(_: cg.ConsumerGroup, handler: Recorder) -> None:
         assert handler.owned() == 2
-        if on_tansu:
-            assert f"named leader {departed}" in caplog.text
-        await member.close(10.0)
-        await asyncio.wait_for(run, 5)
+
+    await _forms_without(bootstrap, group, topic, config, departed, on_tansu, caplog, owns_both)
