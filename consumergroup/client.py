@@ -42,6 +42,7 @@ from .errors import (
     raise_for_code,
 )
 from .net.connection import BrokerConnection
+from .net.flexible import NULL_TOPIC_ID
 from .net.protocol import (
     CreateTopicsRequest,
     FindCoordinatorRequest,
@@ -110,6 +111,9 @@ class Client(AsyncResource):
         # Latest metadata; replaced wholesale (per topic) by _apply_metadata().
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
+        # topic id (Kafka's base64 form) <-> name, from Metadata v10+ (KIP-848 assignments).
+        self._topic_names: dict[str, str] = {}
+        self._topic_ids: dict[str, str] = {}
         self._controller_id = -1
         # group -> coordinator; dropped by invalidate_coordinator() on NOT_COORDINATOR.
         self._coordinators: dict[str, BrokerInfo] = {}
@@ -247,6 +251,7 @@ class Client(AsyncResource):
         if not requested:
             # A full refresh lists every topic: forget the ones that are gone.
             self._topics = {}
+            self._topic_names, self._topic_ids = {}, {}
         errors: dict[str, int] = {}
         for t in meta["topics"]:
             name, code = t["topic"], t["error_code"]
@@ -254,6 +259,13 @@ class Client(AsyncResource):
                 errors[name] = code
                 self._topics.pop(name, None)
                 continue
+            topic_id = t.get("topic_id")
+            if topic_id is not None and topic_id != NULL_TOPIC_ID:
+                stale = self._topic_ids.get(name)
+                if stale is not None:  # the topic was deleted and created again
+                    self._topic_names.pop(stale, None)
+                self._topic_names[topic_id] = name
+                self._topic_ids[name] = topic_id
             self._topics[name] = {
                 p["partition"]: PartitionMetadata(
                     p["partition"],
@@ -287,6 +299,14 @@ class Client(AsyncResource):
         """Every topic in the cluster (fresh metadata)."""
         await self.refresh_metadata()
         return sorted(self._topics)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        """The name of the topic with id ``topic_id`` in the cached metadata, if any."""
+        return self._topic_names.get(topic_id)
+
+    def topic_id(self, topic: str) -> str | None:
+        """The id of ``topic`` in the cached metadata (None: unknown, or an old broker)."""
+        return self._topic_ids.get(topic)
 
     def cached_partitions(self, topic: str) -> list[int] | None:
         """Partition ids from the cache, or None if the topic is not cached."""

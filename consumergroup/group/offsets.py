@@ -221,8 +221,8 @@ class OffsetManager:
                 conn = await self._client.coordinator(self.group)
                 resp = await conn.send(request)
                 first_error: KafkaError | None = None
-                for topic, parts in resp.topics:
-                    for partition, code in parts:
+                for topic, parts, *_ in resp.topics:  # flexible versions: tagged fields last
+                    for partition, code, *_ in parts:
                         tp = (topic, partition)
                         if code == 0:
                             pos = self._positions.get(tp)

@@ -13,6 +13,9 @@ others), all in the classic non-flexible encoding:
   ``committed_leader_epoch`` per partition; v7 adds ``group_instance_id``.
 * JoinGroup v3, v4 = v2; SyncGroup v2 = v1 (so every version Kafka 2.x-4.x offers below
   the first flexible one is buildable).
+* OffsetCommit v8 is v7 in the flexible encoding; v9 has the same layout and lets a
+  member of a KIP-848 group send its *member epoch* where the generation id goes (the
+  broker refuses a lower version from such a member).
 
 Each builder takes ``group_instance_id`` (None for a dynamic member). A static member
 must not silently lose its id on an old broker: building a version that cannot carry it
@@ -45,6 +48,8 @@ from aiokafka.protocol.group import (
 from aiokafka.protocol.types import Array, Int16, Int32, Int64, Schema, String
 
 from ..errors import UnsupportedVersionError
+from .flexible import STR as _CSTR
+from .flexible import flexible_version, struct, tagged
 
 __all__ = [
     "HeartbeatRequest",
@@ -189,10 +194,50 @@ def _offset_commit_schema(*, epoch: bool, instance: bool) -> Schema:
 NO_LEADER_EPOCH = -1
 
 
-class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
-    """OffsetCommit v2-v7, with aiokafka's argument order plus ``group_instance_id``.
+_OFFSET_COMMIT_V8 = Schema(
+    *tagged(
+        ("consumer_group", _CSTR),
+        ("consumer_group_generation_id", Int32),
+        ("consumer_id", _CSTR),
+        ("group_instance_id", _CSTR),
+        (
+            "topics",
+            struct(
+                ("topic", _CSTR),
+                (
+                    "partitions",
+                    struct(
+                        ("partition", Int32),
+                        ("offset", Int64),
+                        ("committed_leader_epoch", Int32),
+                        ("metadata", _CSTR),
+                    ),
+                ),
+            ),
+        ),
+    )
+)
+_OFFSET_COMMIT_RESPONSE_V8 = Schema(
+    *tagged(
+        ("throttle_time_ms", Int32),
+        (
+            "topics",
+            struct(
+                ("topic", _CSTR),
+                ("partitions", struct(("partition", Int32), ("error_code", Int16))),
+            ),
+        ),
+    )
+)
 
-    ``topics``: ``[(topic, [(partition, offset, metadata)])]``.
+
+class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
+    """OffsetCommit v2-v9, with aiokafka's argument order plus ``group_instance_id``.
+
+    ``topics``: ``[(topic, [(partition, offset, metadata)])]``. A KIP-848 member passes
+    its member epoch as ``consumer_group_generation_id``. The response's ``topics`` are
+    ``[(topic, [(partition, error_code, ...)], ...)]`` (flexible versions add tagged
+    fields at the end of each).
     """
 
     API_KEY = 8
@@ -231,7 +276,11 @@ class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
         ]
         if version == 6:
             return request_struct_class(*head, with_epoch)
-        return request_struct_class(*head, self._instance_id, with_epoch)
+        if version == 7:
+            return request_struct_class(*head, self._instance_id, with_epoch)
+        flexible: list[tuple[str, list[tuple[object, ...]], dict[int, bytes]]]
+        flexible = [(topic, [(*part, {}) for part in parts], {}) for topic, parts in with_epoch]
+        return request_struct_class(*head, self._instance_id, flexible, {})
 
 
 _COMMIT_RESPONSE = OffsetCommitResponse_v3.SCHEMA
@@ -247,6 +296,10 @@ OffsetCommitRequest._CLASSES = (
     ),
     _version(
         8, 7, _offset_commit_schema(epoch=True, instance=True), _COMMIT_RESPONSE, "OffsetCommit"
+    ),
+    *(
+        flexible_version("OffsetCommit", 8, v, _OFFSET_COMMIT_V8, _OFFSET_COMMIT_RESPONSE_V8)
+        for v in (8, 9)
     ),
 )
 

@@ -30,7 +30,6 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
-from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from ..errors import UnsupportedVersionError
@@ -42,6 +41,8 @@ from .group_protocol import (
     OffsetCommitRequest,
     SyncGroupRequest,
 )
+from .kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from .metadata import MetadataRequest
 
 __all__ = [
     "API_NAMES",
@@ -49,6 +50,8 @@ __all__ = [
     "AnyRequestStruct",
     "ApiVersionRequest",
     "ApiVersionRequest_v0",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupHeartbeatRequest",
     "CreateTopicsRequest",
     "FetchRequest",
     "FindCoordinatorRequest",
@@ -93,6 +96,8 @@ API_NAMES: dict[int, str] = {
     18: "ApiVersions",
     19: "CreateTopics",
     36: "SaslAuthenticate",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
 }
 
 _ListOffsetsStruct: TypeAlias = OffsetRequest_v1 | OffsetRequest_v2 | OffsetRequest_v3
@@ -140,6 +145,8 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
     ApiVersionRequest,
     CreateTopicsRequest,
     SaslAuthenticateRequest,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribeRequest,
 )
 
 

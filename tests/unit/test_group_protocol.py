@@ -69,7 +69,7 @@ def test_every_static_membership_version_is_buildable() -> None:
     assert versions[14] == (0, 3)  # SyncGroup
     assert versions[12] == (0, 3)  # Heartbeat
     assert versions[13] == (0, 3)  # LeaveGroup
-    assert versions[8] == (2, 7)  # OffsetCommit
+    assert versions[8] == (2, 9)  # OffsetCommit (v8+ flexible, v9 carries a member epoch)
 
 
 def test_highest_common_version_is_chosen_against_tansus_ranges() -> None:
@@ -82,7 +82,7 @@ def test_highest_common_version_is_chosen_against_tansus_ranges() -> None:
         13: prepare(LeaveGroupRequest("g", "m", "i"), tansu, "t").API_VERSION,
         14: prepare(SyncGroupRequest("g", 1, "m", "i", []), tansu, "t").API_VERSION,
     }
-    assert chosen == {8: 7, 11: 5, 12: 3, 13: 3, 14: 3}
+    assert chosen == {8: 9, 11: 5, 12: 3, 13: 3, 14: 3}
 
 
 # --- Heartbeat -----------------------------------------------------------------------------------

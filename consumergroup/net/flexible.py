@@ -1,0 +1,128 @@
+"""Building blocks for Kafka's flexible (KIP-482) message versions on aiokafka's types.
+
+aiokafka 0.14 ships compact strings, arrays and tagged fields but no UUID, no nullable
+struct and no flexible codec for the APIs this package writes itself (the consumer
+group protocol, Metadata with topic ids, OffsetCommit v8+). In a flexible version every
+struct, the message itself and each array element, ends with its tagged fields, and the
+request and response headers carry tagged fields too (``FLEXIBLE_VERSION``).
+
+Topic ids decode to (and encode from) the form Kafka's own tools print: the 16 bytes
+in URL-safe base64 without padding (``Uuid.toString()`` in the Java client).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from io import BytesIO
+from typing import Any
+
+from aiokafka.protocol.abstract import AbstractType
+from aiokafka.protocol.api import RequestStruct, Response
+from aiokafka.protocol.types import (
+    CompactArray,
+    CompactString,
+    Int8,
+    Schema,
+    TaggedFields,
+)
+
+__all__ = [
+    "NULL_TOPIC_ID",
+    "STR",
+    "NullableStruct",
+    "Uuid",
+    "flexible_version",
+    "new_uuid",
+    "struct",
+    "tagged",
+]
+
+#: A compact (varint-length) UTF-8 string, nullable.
+STR = CompactString("utf-8")
+
+
+class Uuid(AbstractType[str]):  # type: ignore[misc]
+    """Kafka's ``uuid``: 16 bytes on the wire, its base64url form (22 chars) in Python."""
+
+    @classmethod
+    def encode(cls, value: str) -> bytes:
+        raw = base64.urlsafe_b64decode(value + "==")
+        if len(raw) != 16:
+            raise ValueError(f"not a Kafka uuid (16 bytes as base64url): {value!r}")
+        return raw
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> str:
+        raw = data.read(16)
+        if len(raw) != 16:
+            raise ValueError("Buffer underrun decoding uuid")
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+#: The all-zero uuid: "no topic id" (a broker without topic ids, or a request by name).
+NULL_TOPIC_ID = Uuid.decode(BytesIO(bytes(16)))
+
+
+def new_uuid() -> str:
+    """A random uuid in Kafka's text form (a KIP-848 member id)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def tagged(*fields: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The fields of a flexible struct: ``fields`` and then its (empty) tagged fields."""
+    return (*fields, ("_tagged_fields", TaggedFields))
+
+
+def struct(*fields: tuple[str, Any]) -> CompactArray:
+    """A compact array of flexible structs with ``fields``."""
+    return CompactArray(*tagged(*fields))
+
+
+class NullableStruct:
+    """A nullable struct field: int8 -1 (null) or 1, then the struct (Kafka's encoding)."""
+
+    def __init__(self, *fields: tuple[str, Any]) -> None:
+        self.schema = Schema(*tagged(*fields))
+
+    def encode(self, value: Any) -> bytes:
+        """``None`` or a tuple of the fields (tagged fields included)."""
+        if value is None:
+            null: bytes = Int8.encode(-1)
+            return null
+        present: bytes = Int8.encode(1) + self.schema.encode(value)
+        return present
+
+    def decode(self, data: BytesIO) -> tuple[Any, ...] | None:
+        """``None`` or the struct's fields as a tuple."""
+        if Int8.decode(data) < 0:
+            return None
+        fields: tuple[Any, ...] = self.schema.decode(data)
+        return fields
+
+    def repr(self, value: Any) -> str:
+        """For aiokafka's struct repr."""
+        return "None" if value is None else self.schema.repr(value)
+
+
+def flexible_version(
+    name: str, api_key: int, version: int, request: Schema, response: Schema
+) -> type[RequestStruct]:
+    """A flexible request struct class (header v2; its response with header v1)."""
+    response_type = type(
+        f"{name}Response_v{version}",
+        (Response,),
+        {"API_KEY": api_key, "API_VERSION": version, "SCHEMA": response},
+    )
+    request_type: type[RequestStruct] = type(
+        f"{name}Request_v{version}",
+        (RequestStruct,),
+        {
+            "API_KEY": api_key,
+            "API_VERSION": version,
+            "FLEXIBLE_VERSION": True,
+            "RESPONSE_TYPE": response_type,
+            "SCHEMA": request,
+        },
+    )
+    return request_type
