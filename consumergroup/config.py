@@ -35,6 +35,7 @@ __all__ = [
     "MemberConfig",
     "MetadataConfig",
     "NetConfig",
+    "GroupProtocol",
     "OffsetReset",
     "OffsetsConfig",
     "RebalanceConfig",
@@ -55,6 +56,8 @@ IsolationLevel = Literal["read_uncommitted", "read_committed"]
 """Which records a fetch returns: all, or only those of committed transactions."""
 OffsetReset = Literal["oldest", "newest", "error"]
 """What to do when a committed offset is out of range."""
+GroupProtocol = Literal["classic", "consumer"]
+"""The group protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)."""
 
 _INT32_MAX = 2**31 - 1
 # Kafka carries these durations as int32 milliseconds.
@@ -444,6 +447,16 @@ class GroupConfig(_Section):
             topics' partition counts; every member ends its session (and so
             rebalances) when a count changes (sarama checks on the leader only,
             every ``Metadata.RefreshFrequency``).
+        protocol: ``"classic"`` (JoinGroup/SyncGroup, client-side assignors) or
+            ``"consumer"``: KIP-848 (Apache Kafka 4.0+), the coordinator assigns and
+            members reconcile incrementally by heartbeat (Java: ``group.protocol``).
+            With ``"consumer"`` the broker sets the session timeout and heartbeat
+            interval and picks the assignor, so ``session_timeout``,
+            ``heartbeat_interval`` and ``rebalance.strategies`` must keep their
+            defaults; ``rebalance.timeout`` is still sent.
+        remote_assignor: ``"consumer"`` protocol only: the broker-side assignor to
+            ask for (``"uniform"`` or ``"range"``; None: the broker's default,
+            ``group.consumer.assignors``) (Java: ``group.remote.assignor``).
     """
 
     session_timeout: float = 10.0
@@ -452,6 +465,8 @@ class GroupConfig(_Section):
     member: MemberConfig = field(default_factory=MemberConfig)
     instance_id: str | None = None
     partition_watch_interval: float = 10.0
+    protocol: GroupProtocol = "classic"
+    remote_assignor: str | None = None
 
     def _check(self, path: str) -> None:
         _check_int32_ms(f"{path}.session_timeout", self.session_timeout, "use e.g. 10.0")
@@ -485,6 +500,64 @@ class GroupConfig(_Section):
                 "must be None or 1 to 249 of the characters A-Z a-z 0-9 . _ - "
                 "(and not '.' or '..')",
                 "use a stable id per process, e.g. 'orders-worker-1'",
+            )
+        self._check_protocol(path)
+
+    def _check_protocol(self, path: str) -> None:
+        """``protocol`` and ``remote_assignor``, and the client-side settings that the
+        consumer protocol replaces by broker settings (librdkafka refuses them too)."""
+        if self.protocol not in ("classic", "consumer"):
+            _fail(
+                f"{path}.protocol",
+                self.protocol,
+                "must be 'classic' or 'consumer'",
+                "use 'consumer' for KIP-848 (Apache Kafka 4.0+), else 'classic'",
+            )
+        assignor = self.remote_assignor
+        if assignor is not None and (not isinstance(assignor, str) or not assignor):
+            _fail(
+                f"{path}.remote_assignor",
+                assignor,
+                "must be None or a non-empty str",
+                "use None (the broker's default), 'uniform' or 'range'",
+            )
+        if self.protocol == "classic":
+            if assignor is not None:
+                _fail(
+                    f"{path}.remote_assignor",
+                    assignor,
+                    "applies only to protocol='consumer'",
+                    f"set {path}.protocol = 'consumer', or choose a client-side assignor "
+                    f"in {path}.rebalance.strategies",
+                )
+            return
+        default = GroupConfig()
+        replaced = (
+            ("session_timeout", "group.consumer.session.timeout.ms", ""),
+            (
+                "heartbeat_interval",
+                "group.consumer.heartbeat.interval.ms",
+                " (the member heartbeats at the interval the broker returns)",
+            ),
+        )
+        for name, broker_setting, note in replaced:
+            value = getattr(self, name)
+            if value != getattr(default, name):
+                _fail(
+                    f"{path}.{name}",
+                    value,
+                    "does not apply with protocol='consumer': the broker sets it",
+                    f"leave it at its default and set {broker_setting} on the broker{note}",
+                )
+        names = [getattr(s, "name", s) for s in self.rebalance.strategies]
+        if names != [s.name for s in default.rebalance.strategies]:
+            _fail(
+                f"{path}.rebalance.strategies",
+                names,
+                "does not apply with protocol='consumer': the coordinator assigns",
+                f"leave it at its default and pick the broker's assignor with "
+                f"{path}.remote_assignor ('uniform' or 'range'; the broker's list is "
+                "group.consumer.assignors)",
             )
 
 

@@ -12,6 +12,14 @@ docs/architecture.md ("Retry policy") lists the classes and what each path does.
 * **fatal** — retrying cannot help: authorization, invalid configuration, a
   fenced static member, an assignor no other member shares, a closed object, a
   handler's own error.
+
+The consumer group protocol (KIP-848) adds: FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID
+(the member lost its partitions: ``on_lost``, no commit, rejoin with epoch 0) are
+:data:`FENCED`; UNRELEASED_INSTANCE_ID is transient (the previous holder of a static
+member's instance id has not left yet: it is released when its session times out);
+UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED and INVALID_REGULAR_EXPRESSION are fatal
+(the configuration, or the broker's, must change); STALE_MEMBER_EPOCH on a commit is
+retried under the member's new epoch (see the group's offset manager).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from .errors import (
     ConsumerGroupError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    FencedMemberEpochError,
     IllegalGenerationError,
     KafkaConnectionError,
     MemberIdRequiredError,
@@ -34,6 +43,7 @@ from .errors import (
     RebalanceInProgressError,
     RequestTimedOutError,
     UnknownMemberIdError,
+    UnreleasedInstanceIdError,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +59,11 @@ FENCED: tuple[type[ConsumerGroupError], ...] = (
     RebalanceInProgressError,
     IllegalGenerationError,
     UnknownMemberIdError,
+    FencedMemberEpochError,
 )
+
+#: Membership answers that are not Kafka-retriable but are cured by trying again later.
+RETRY_LATER: tuple[type[ConsumerGroupError], ...] = (UnreleasedInstanceIdError,)
 
 #: Answers that end a join attempt but are cured by joining again.
 REJOIN: tuple[type[ConsumerGroupError], ...] = (*FENCED, MemberIdRequiredError)
@@ -74,11 +88,11 @@ def is_transient(exc: BaseException) -> bool:
     The single definition used by the rebalance loop, heartbeats, commits and
     request retries: a :class:`~consumergroup.ConsumerGroupError` whose
     ``retriable`` flag is set (Kafka's retriable codes, connection errors, no
-    broker answering), a :data:`REJOIN` answer, or an OS-level network error /
+    broker answering), a :data:`REJOIN` or :data:`RETRY_LATER` answer, or an OS-level network error /
     timeout that escaped the connection layer.
     """
     if isinstance(exc, ConsumerGroupError):
-        return exc.retriable or isinstance(exc, REJOIN)
+        return exc.retriable or isinstance(exc, REJOIN + RETRY_LATER)
     return isinstance(exc, OSError | TimeoutError)
 
 

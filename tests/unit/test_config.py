@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from consumergroup.balance.cooperative import CooperativeStickyAssignor
 from consumergroup.balance.range import RangeAssignor
 from consumergroup.config import (
     OFFSET_NEWEST,
@@ -370,3 +371,59 @@ def test_known_fields_still_set_and_construct() -> None:
     config.validate()
     assert (config.client_id, config.consumer.offsets.initial) == ("app", OFFSET_OLDEST)
     assert config.consumer.fetch.max == 2 * 1048576
+
+
+# --- the consumer group protocol (KIP-848) ---------------------------------------------------
+
+
+def test_group_protocol_defaults_to_classic_and_consumer_validates() -> None:
+    config = Config()
+    assert (config.consumer.group.protocol, config.consumer.group.remote_assignor) == (
+        "classic",
+        None,
+    )
+    config.consumer.group.protocol = "consumer"
+    config.consumer.group.remote_assignor = "uniform"
+    config.consumer.group.rebalance.timeout = 30.0  # still sent (RebalanceTimeoutMs)
+    config.validate()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "names"),
+    [
+        ("session_timeout", 30.0, "group.consumer.session.timeout.ms"),
+        ("heartbeat_interval", 1.0, "group.consumer.heartbeat.interval.ms"),
+    ],
+)
+def test_consumer_protocol_refuses_client_timeouts_naming_the_broker_setting(
+    field: str, value: float, names: str
+) -> None:
+    config = Config()
+    config.consumer.group.protocol = "consumer"
+    setattr(config.consumer.group, field, value)
+    with pytest.raises(ConfigurationError, match=rf"consumer\.group\.{field}=.*{names}"):
+        config.validate()
+
+
+def test_consumer_protocol_refuses_client_assignors() -> None:
+    config = Config()
+    config.consumer.group.protocol = "consumer"
+    config.consumer.group.rebalance.strategies = [CooperativeStickyAssignor()]
+    with pytest.raises(ConfigurationError, match="remote_assignor.*group.consumer.assignors"):
+        config.validate()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "assignor", "rule"),
+    [
+        ("kip848", None, "must be 'classic' or 'consumer'"),
+        ("classic", "uniform", "applies only to protocol='consumer'"),
+        ("consumer", "", "must be None or a non-empty str"),
+    ],
+)
+def test_bad_protocol_settings_say_what_to_do(protocol: str, assignor: Any, rule: str) -> None:
+    config = Config()
+    config.consumer.group.protocol = protocol  # type: ignore[assignment]
+    config.consumer.group.remote_assignor = assignor
+    with pytest.raises(ConfigurationError, match=rule):
+        config.validate()

@@ -24,6 +24,10 @@ from consumergroup.retry import COORDINATOR_LOST, FENCED, Backoff, is_transient,
         errors.UnknownMemberIdError("SyncGroup"),  # rejoin as a new member
         errors.IllegalGenerationError("SyncGroup"),
         errors.MemberIdRequiredError("JoinGroup"),
+        # The consumer protocol (KIP-848): lost partitions, rejoin with epoch 0 ...
+        errors.FencedMemberEpochError("ConsumerGroupHeartbeat"),
+        # ... and a static member's instance id still held by its previous incarnation.
+        errors.UnreleasedInstanceIdError("ConsumerGroupHeartbeat"),
         ConnectionResetError("reset by peer"),
         TimeoutError(),
     ],
@@ -41,6 +45,9 @@ def test_transient(exc: BaseException) -> None:
         errors.FencedInstanceIdError("JoinGroup"),
         errors.InconsistentGroupProtocolError("JoinGroup"),
         errors.InvalidSessionTimeoutError("JoinGroup"),
+        errors.UnsupportedAssignorError("ConsumerGroupHeartbeat"),
+        errors.GroupMaxSizeReachedError("ConsumerGroupHeartbeat"),
+        errors.InvalidRegularExpressionError("ConsumerGroupHeartbeat"),
         errors.ConfigurationError("bad"),
         errors.ClosedError("closed"),
         errors.ConsumerError("handler failed", cause=RuntimeError("boom")),
