@@ -88,8 +88,8 @@ def is_transient(exc: BaseException) -> bool:
     The single definition used by the rebalance loop, heartbeats, commits and
     request retries: a :class:`~consumergroup.ConsumerGroupError` whose
     ``retriable`` flag is set (Kafka's retriable codes, connection errors, no
-    broker answering), a :data:`REJOIN` or :data:`RETRY_LATER` answer, or an OS-level network error /
-    timeout that escaped the connection layer.
+    broker answering), a :data:`REJOIN` or :data:`RETRY_LATER` answer, or an
+    OS-level network error / timeout that escaped the connection layer.
     """
     if isinstance(exc, ConsumerGroupError):
         return exc.retriable or isinstance(exc, REJOIN + RETRY_LATER)

@@ -409,7 +409,7 @@ def test_consumer_protocol_refuses_client_assignors() -> None:
     config = Config()
     config.consumer.group.protocol = "consumer"
     config.consumer.group.rebalance.strategies = [CooperativeStickyAssignor()]
-    with pytest.raises(ConfigurationError, match="remote_assignor.*group.consumer.assignors"):
+    with pytest.raises(ConfigurationError, match=r"remote_assignor.*group\.consumer\.assignors"):
         config.validate()
 
 
