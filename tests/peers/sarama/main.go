@@ -1,0 +1,324 @@
+// Command sarama-peer is a consumer-group member built on github.com/IBM/sarama, run by the
+// test suite and the benchmarks next to consumergroup members (see tests/peers/__init__.py).
+//
+// It reads one topic as a member of a group and reports on stdout in JSON lines, the
+// protocol of bench/peers/_common.py: hello, start, assigned/revoked (with the generation),
+// consumed (stream mode), records (with -records: every message's partition and offset),
+// result, closed. A line on stdin, stdin closing, SIGTERM or SIGINT stops it cleanly: the
+// session ends, marked offsets are committed, the member leaves the group.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+	"golang.org/x/sys/unix"
+)
+
+const flushInterval = 100 * time.Millisecond
+
+// now is CLOCK_MONOTONIC in seconds: the clock of Python's time.monotonic() and Java's
+// System.nanoTime() on Linux, so a harness compares it with its own.
+func now() float64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		log.Fatalf("clock_gettime: %v", err)
+	}
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
+// usage is the peak RSS (KiB) and CPU seconds of this process so far.
+func usage() map[string]any {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatalf("getrusage: %v", err)
+	}
+	return map[string]any{
+		"maxrss_kb": ru.Maxrss,
+		"cpu_user":  float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6,
+		"cpu_sys":   float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6,
+	}
+}
+
+func cpuNow() float64 {
+	u := usage()
+	return u["cpu_user"].(float64) + u["cpu_sys"].(float64)
+}
+
+// out serialises every JSON line; consumed and records items are buffered and flushed
+// every flushInterval and before any other event, so lines keep the order things happened.
+type out struct {
+	mu       sync.Mutex
+	w        *bufio.Writer
+	consumed [][]any
+	records  [][2]int64
+}
+
+func (o *out) line(obj map[string]any) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		log.Fatalf("json: %v", err)
+	}
+	o.w.Write(b)
+	o.w.WriteByte('\n')
+}
+
+func (o *out) flushLocked() {
+	if len(o.consumed) > 0 {
+		o.line(map[string]any{"ev": "consumed", "items": o.consumed})
+		o.consumed = nil
+	}
+	if len(o.records) > 0 {
+		o.line(map[string]any{"ev": "records", "items": o.records})
+		o.records = nil
+	}
+	o.w.Flush()
+}
+
+func (o *out) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+}
+
+func (o *out) event(ev string, fields map[string]any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+	obj := map[string]any{"ev": ev, "t": now()}
+	for k, v := range fields {
+		obj[k] = v
+	}
+	o.line(obj)
+	o.w.Flush()
+}
+
+type handler struct {
+	o           *out
+	records     bool
+	throughput  bool
+	expect      int64
+	cooperative bool
+	done        func()
+
+	mu       sync.Mutex
+	count    int64
+	nFirst   int64
+	cpuFirst float64
+	tFirst   float64
+	tLast    float64
+	reported bool
+}
+
+func claimed(sess sarama.ConsumerGroupSession) []int32 {
+	var parts []int32
+	for _, ps := range sess.Claims() {
+		parts = append(parts, ps...)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	return parts
+}
+
+// Eager strategies: one session per generation, reported whole at Setup and Cleanup.
+// Cooperative: the session lives across generations; each claim is reported as it
+// starts and ends (the increments).
+func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
+	if !h.cooperative {
+		h.o.event("assigned", map[string]any{
+			"parts": claimed(sess), "generation": sess.GenerationID(), "member_id": sess.MemberID(),
+		})
+	}
+	return nil
+}
+
+func (h *handler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	if !h.cooperative {
+		h.o.event("revoked", map[string]any{"parts": claimed(sess), "generation": sess.GenerationID()})
+	}
+	return nil
+}
+
+func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	p := claim.Partition()
+	if h.cooperative {
+		h.o.event("assigned", map[string]any{
+			"parts": []int32{p}, "generation": sess.GenerationID(), "member_id": sess.MemberID(),
+		})
+		defer h.o.event("revoked", map[string]any{"parts": []int32{p}, "generation": sess.GenerationID()})
+	}
+	for {
+		select {
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			sess.MarkMessage(msg, "")
+			h.add(p, msg.Offset)
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (h *handler) add(p int32, offset int64) {
+	t := now()
+	if h.throughput {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.count++
+		if h.count == 1 {
+			h.tFirst, h.nFirst, h.cpuFirst = t, 1, cpuNow()
+		}
+		if h.count >= h.expect && !h.reported {
+			h.reported = true
+			h.tLast = t
+			res := map[string]any{
+				"count": h.count, "n_first": h.nFirst, "cpu_first": h.cpuFirst,
+				"t_first": h.tFirst, "t_last": h.tLast,
+			}
+			for k, v := range usage() {
+				res[k] = v
+			}
+			if h.tLast > h.tFirst {
+				res["msgs_per_s"] = float64(h.count-h.nFirst) / (h.tLast - h.tFirst)
+			}
+			h.o.event("result", res)
+			h.done()
+		}
+		return
+	}
+	h.o.mu.Lock()
+	defer h.o.mu.Unlock()
+	if n := len(h.o.consumed); n > 0 && h.o.consumed[n-1][0] == p {
+		last := h.o.consumed[n-1] // consecutive messages of one partition: one item
+		last[1], last[2], last[3] = t, last[2].(int)+1, offset
+	} else {
+		h.o.consumed = append(h.o.consumed, []any{p, t, 1, offset})
+	}
+	if h.records {
+		h.o.records = append(h.o.records, [2]int64{int64(p), offset})
+	}
+	h.mu.Lock()
+	h.count++
+	if h.count == 1 {
+		h.tFirst = t
+	}
+	h.tLast = t
+	h.mu.Unlock()
+}
+
+func main() {
+	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
+	topic := flag.String("topic", "", "the topic to read (required)")
+	group := flag.String("group", "", "the consumer group id (required)")
+	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
+	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
+	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
+	heartbeat := flag.Float64("heartbeat", 1, "seconds")
+	rebalanceTimeout := flag.Float64("rebalance-timeout", 30, "seconds")
+	assignor := flag.String("assignor", "range", "range, roundrobin, sticky or cooperative-sticky")
+	instanceID := flag.String("instance-id", "", "group.instance.id (static membership)")
+	clientID := flag.String("client-id", "sarama-peer", "client id")
+	records := flag.Bool("records", false, "stream mode: also report each message's partition and offset")
+	commitInterval := flag.Float64("commit-interval", 0.2, "auto-commit interval, seconds")
+	flag.Parse()
+	if *bootstrap == "" || *topic == "" || *group == "" {
+		fmt.Fprintln(os.Stderr, "sarama-peer: -bootstrap, -topic and -group are required")
+		os.Exit(2)
+	}
+	if *mode != "stream" && *mode != "throughput" {
+		fmt.Fprintf(os.Stderr, "sarama-peer: -mode must be stream or throughput, not %q\n", *mode)
+		os.Exit(2)
+	}
+	o := &out{w: bufio.NewWriterSize(os.Stdout, 1<<16)}
+	o.event("hello", nil)
+
+	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V4_0_0_0
+	cfg.ClientID = *clientID
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	cfg.Consumer.Offsets.AutoCommit.Interval = seconds(*commitInterval)
+	cfg.Consumer.Group.Session.Timeout = seconds(*sessionTimeout)
+	cfg.Consumer.Group.Heartbeat.Interval = seconds(*heartbeat)
+	cfg.Consumer.Group.Rebalance.Timeout = seconds(*rebalanceTimeout)
+	cfg.Consumer.Group.Rebalance.Retry.Backoff = 200 * time.Millisecond
+	cfg.Consumer.Group.InstanceId = *instanceID
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	cfg.Metadata.RefreshFrequency = time.Second // the partition watcher's interval
+	cooperative := false
+	switch *assignor {
+	case "range":
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+	case "roundrobin":
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
+	case "sticky":
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	case "cooperative-sticky":
+		cooperative = true
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+	default:
+		fmt.Fprintf(os.Stderr, "sarama-peer: unknown -assignor %q (range, roundrobin, sticky, cooperative-sticky)\n", *assignor)
+		os.Exit(2)
+	}
+
+	cg, err := sarama.NewConsumerGroup(strings.Split(*bootstrap, ","), *group, cfg)
+	if err != nil {
+		log.Fatalf("sarama-peer: %v", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-signals; stop() }()
+	go func() { // a line on stdin, or stdin closing (the harness went away), stops the peer
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		stop()
+	}()
+	go func() {
+		for err := range cg.Errors() {
+			fmt.Fprintf(os.Stderr, "sarama-peer: %v\n", err)
+		}
+	}()
+	go func() {
+		for range time.Tick(flushInterval) {
+			o.flush()
+		}
+	}()
+
+	h := &handler{o: o, records: *records, throughput: *mode == "throughput", expect: *expect,
+		cooperative: cooperative, done: stop}
+	o.event("start", nil)
+	for ctx.Err() == nil {
+		// Eager: one Consume per generation. Cooperative: one across rebalances.
+		if err := cg.Consume(ctx, []string{*topic}, h); err != nil {
+			fmt.Fprintf(os.Stderr, "sarama-peer: consume: %v\n", err)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if !h.throughput {
+		h.mu.Lock()
+		res := map[string]any{"count": h.count, "t_first": h.tFirst, "t_last": h.tLast}
+		h.mu.Unlock()
+		for k, v := range usage() {
+			res[k] = v
+		}
+		o.event("result", res)
+	}
+	if err := cg.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "sarama-peer: close: %v\n", err)
+	}
+	o.event("closed", nil)
+}
