@@ -148,6 +148,9 @@ class BrokerConsumer:
         while not self.new.empty():
             pc = self.new.get_nowait()
             if not pc.closed:
+                old = self._subs.get((pc.topic, pc.partition))
+                if old is not None:  # closed: a new consumer of the partition replaces it
+                    self._drop(old, None)
                 self._subs[(pc.topic, pc.partition)] = pc
 
     def _give_up(self, pc: PartitionConsumer, message: str, cause: BaseException) -> None:
@@ -177,8 +180,8 @@ class BrokerConsumer:
     async def _loop(self) -> None:
         while True:
             self._take_new()
-            for key in [k for k, pc in self._subs.items() if pc._closed]:
-                del self._subs[key]
+            for key in [key for key, pc in self._subs.items() if pc._closed]:
+                self._drop(self._subs[key], None)  # its epoch entry too, or it is kept alive
             if not self._subs:
                 self._wake.clear()
                 try:
@@ -189,66 +192,75 @@ class BrokerConsumer:
                     if not self._subs:
                         return
                 continue
-            # While some partition waits only for its reader to make room, a long poll on
-            # the others would hold the connection for max_wait_time and keep that
-            # partition from being fetched when room frees: poll without waiting, and
-            # wait here instead (woken by the room, bounded by max_wait_time).
-            ready: list[PartitionConsumer] = []
-            short = False
-            for pc in self._subs.values():  # one pass: this runs every round
-                if pc.fetchable():
-                    ready.append(pc)
-                elif not short:
-                    short = pc.blocked_by_buffer()
-            if not ready:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            self._wake.clear()
-            session = self._session
-            # In a session the broker rotates the partitions it serves (Kafka moves the
-            # served ones to the back) and naming them is free: no backlog window.
-            chosen, behind = (ready, None) if session.incremental else self._select(ready)
-            try:
-                conn = await self._client.connection(self.node_id, "fetch")
-                if conn is not self._session_conn:  # a dropped connection ends the session
-                    session.reset()
-                    self._session_conn = conn
-                # last_fetched_epoch exists from Fetch v12 on (KIP-320 divergence checks).
-                epochs = self._epochs if (conn.version(1) or 0) >= 12 else None
-                plan = session.plan(chosen, epochs)
-                sent = time.monotonic()
-                resp = await conn.send(
-                    self._request(plan, _SHORT_POLL_MS if short else self._max_wait_ms),
-                    timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
-                )
-            except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
-                # The broker is gone or unreachable: every partition finds its leader anew.
-                log.info(
-                    "fetch from broker %d failed (%s); re-routing %d partitions",
-                    self.node_id,
-                    exc,
-                    len(self._subs),
-                )
-                self._take_new()
-                for pc in list(self._subs.values()):
-                    self._drop(pc, exc)
+            # A round of its own: its locals (the partitions it named) die with it, so a
+            # stopped partition is not kept alive while this task idles.
+            if not await self._round():
                 return
-            session.on_response(resp.session_id, resp.error_code, plan.full)
-            delivered = self._handle(resp)
-            if self._on_fetch is not None:
-                self._on_fetch(time.monotonic() - sent, *self._fetched)
-            if delivered is not None and behind is not None:
-                self._adapt(behind, delivered)
-            if delivered is None and not plan.full and resp.error_code in _SESSION_ERRORS:
-                continue  # the session is gone: the next request is a full one, at once
-            if delivered is None:
-                # A whole-request error: do not hammer the broker with the same request.
-                await asyncio.sleep(self._config.consumer.retry.backoff)
-            elif short and not delivered and not self._wake.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._config.consumer.max_wait_time):
-                        await self._wake.wait()
+
+    async def _round(self) -> bool:
+        """One Fetch round over the subscribed partitions; False once the broker failed
+        (every partition was handed back to be re-routed)."""
+        # While some partition waits only for its reader to make room, a long poll on
+        # the others would hold the connection for max_wait_time and keep that
+        # partition from being fetched when room frees: poll without waiting, and
+        # wait here instead (woken by the room, bounded by max_wait_time).
+        ready: list[PartitionConsumer] = []
+        short = False
+        for pc in self._subs.values():  # one pass: this runs every round
+            if pc.fetchable():
+                ready.append(pc)
+            elif not short:
+                short = pc.blocked_by_buffer()
+        if not ready:
+            self._wake.clear()
+            await self._wake.wait()
+            return True
+        self._wake.clear()
+        session = self._session
+        # In a session the broker rotates the partitions it serves (Kafka moves the
+        # served ones to the back) and naming them is free: no backlog window.
+        chosen, behind = (ready, None) if session.incremental else self._select(ready)
+        try:
+            conn = await self._client.connection(self.node_id, "fetch")
+            if conn is not self._session_conn:  # a dropped connection ends the session
+                session.reset()
+                self._session_conn = conn
+            # last_fetched_epoch exists from Fetch v12 on (KIP-320 divergence checks).
+            epochs = self._epochs if (conn.version(1) or 0) >= 12 else None
+            plan = session.plan(chosen, epochs)
+            sent = time.monotonic()
+            resp = await conn.send(
+                self._request(plan, _SHORT_POLL_MS if short else self._max_wait_ms),
+                timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
+            )
+        except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
+            # The broker is gone or unreachable: every partition finds its leader anew.
+            log.info(
+                "fetch from broker %d failed (%s); re-routing %d partitions",
+                self.node_id,
+                exc,
+                len(self._subs),
+            )
+            self._take_new()
+            for pc in list(self._subs.values()):
+                self._drop(pc, exc)
+            return False
+        session.on_response(resp.session_id, resp.error_code, plan.full)
+        delivered = self._handle(resp)
+        if self._on_fetch is not None:
+            self._on_fetch(time.monotonic() - sent, *self._fetched)
+        if delivered is not None and behind is not None:
+            self._adapt(behind, delivered)
+        if delivered is None and not plan.full and resp.error_code in _SESSION_ERRORS:
+            return True  # the session is gone: the next request is a full one, at once
+        if delivered is None:
+            # A whole-request error: do not hammer the broker with the same request.
+            await asyncio.sleep(self._config.consumer.retry.backoff)
+        elif short and not delivered and not self._wake.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.consumer.max_wait_time):
+                    await self._wake.wait()
+        return True
 
     def _select(self, ready: list[PartitionConsumer]) -> tuple[list[PartitionConsumer], int]:
         """The partitions for this round's request, and how many of them have a backlog.

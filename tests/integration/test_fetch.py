@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
@@ -553,3 +555,29 @@ async def test_record_sets_undecoded_free_the_buffer(
         assert offsets == list(range(10, 600))
         assert pc.consumed.records == 590  # from offset 10 of the first batch on
         assert pc.queued == 0
+
+
+async def test_stopped_partition_consumers_are_not_kept_alive(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Consume/stop cycles leave no PartitionConsumer (nor its decoded messages) behind:
+    the fetch task forgets a stopped partition entirely, its leader-epoch entry included."""
+    topic = await new_topic(partitions=2)
+    for partition in (0, 1):
+        await produce(bootstrap, topic, [b"x%d" % i for i in range(5)], partition=partition)
+    gone: list[weakref.ref[cg.PartitionConsumer]] = []
+    async with consumer(bootstrap) as c:
+        for _ in range(30):
+            pcs = [await c.consume_partition(topic, p, cg.OFFSET_OLDEST) for p in (0, 1)]
+            for pc in pcs:
+                assert len(await take(pc, 5)) == 5
+                gone.append(weakref.ref(pc))
+                await pc.close()
+            del pcs, pc
+        # The fetch task drops closed partitions at its next round.
+        (bc,) = c._brokers.values()
+        bc.wake()
+        await eventually(lambda: not bc._subs)
+        gc.collect()
+        alive = [ref for ref in gone if ref() is not None]
+        assert not alive, f"{len(alive)} of {len(gone)} stopped consumers are still alive"
