@@ -1,9 +1,10 @@
 """KIP-227 fetch sessions: which partitions each Fetch request names, per broker.
 
 A broker that holds a session remembers every partition of it with its fetch
-offset and max bytes, so later (incremental) requests name only the partitions
-whose position or size changed or that joined, and list the ones that left in
-``forgotten_topics_data``; its responses leave out partitions with nothing new.
+offset, max bytes and (Fetch v12+) last fetched epoch, so later (incremental)
+requests name only the partitions whose position, size or epoch changed or that
+joined, and list the ones that left in ``forgotten_topics_data``; its responses
+leave out partitions with nothing new.
 With 1,000 partitions and a few served per round that is the difference
 between encoding (and the broker decoding) 1,000 entries per request and a few.
 
@@ -44,8 +45,9 @@ SESSION_ID_NOT_FOUND = FetchSessionIdNotFoundError.errno
 INVALID_SESSION_EPOCH = InvalidFetchSessionEpochError.errno
 
 Key = tuple[str, int]
-#: A partition's fetch offset and max bytes as last named to the broker.
-Params = tuple[int, int]
+#: A partition's fetch offset, max bytes and last fetched epoch (-1: unknown or not
+#: sent) as last named to the broker: a change of any of them is sent.
+Params = tuple[int, int, int]
 
 
 def _epoch_at(known: tuple[int, int] | None, offset: int) -> int:
@@ -135,11 +137,15 @@ class FetchSession:
         wanted: dict[Key, Params] = {}
         for pc in partitions:
             key = (pc.topic, pc.partition)
-            params = wanted[key] = (pc._offset, pc._fetch_size)
+            offset = pc._offset
+            # The epoch is part of what the broker holds: after a diverging-epoch answer
+            # only it changes, and an unsent change would be answered "diverging" forever.
+            epoch = -1 if epochs is None else _epoch_at(epochs.get(pc), offset)
+            params = wanted[key] = (offset, pc._fetch_size, epoch)
             if sent.get(key) != params:
-                entry: tuple[int, ...] = (pc.partition, *params)
-                if epochs is not None:
-                    entry += (_epoch_at(epochs.get(pc), params[0]),)
+                entry = (
+                    (pc.partition, *params) if epochs is not None else (pc.partition, *params[:2])
+                )
                 by_topic.setdefault(pc.topic, []).append(entry)
         self._sent = wanted
         gone: dict[str, list[int]] = {}
@@ -153,7 +159,11 @@ class FetchSession:
         """What the broker's session holds (built from the last full request if needed)."""
         if self._sent is None:
             full = self._full.items()
-            self._sent = {(topic, e[0]): (e[1], e[2]) for topic, entries in full for e in entries}
+            self._sent = {
+                (topic, e[0]): (e[1], e[2], e[3] if len(e) > 3 else -1)
+                for topic, entries in full
+                for e in entries
+            }
         return self._sent
 
     def on_response(self, session_id: int, error_code: int, full: bool) -> None:

@@ -135,15 +135,16 @@ class SessionBroker:
         return max(e for e, start in self.epochs[partition] if start <= offset)
 
     def diverging(self, partition: int, offset: int, last_epoch: int) -> tuple[int, int] | None:
-        """KIP-320: (the largest epoch <= ``last_epoch``, where it ends) when that end is
-        below ``offset`` (the log diverged from the fetcher's), else None."""
+        """KIP-320, Kafka's rule: (the largest epoch <= ``last_epoch``, where it ends) when
+        that end is below ``offset`` or that epoch is below ``last_epoch`` (the log
+        diverged from the fetcher's), else None."""
         if last_epoch < 0:
             return None
         known = [(e, start) for e, start in self.epochs[partition] if e <= last_epoch]
         epoch = known[-1][0]
         later = [start for e, start in self.epochs[partition] if e > epoch]
         end = later[0] if later else self.log_end[partition]
-        return (epoch, end) if end < offset else None
+        return (epoch, end) if end < offset or epoch < last_epoch else None
 
     async def wait_fetches(self, count: int) -> None:
         """Wait (bounded) until ``count`` Fetch requests arrived."""

@@ -115,3 +115,23 @@ async def _take(pc: cg.PartitionConsumer, n: int) -> Any:
         taken += 1
         if taken == n:
             return
+
+
+async def test_a_diverging_epoch_at_the_position_is_sent_and_fetching_resumes() -> None:
+    """The leader's epoch ends at our position but is older than our last fetched one:
+    only the epoch to send changes, and the session request must carry it."""
+    broker = SessionBroker(TOPIC, 1, 60, fetch_versions=(7, 12))
+    config = cg.Config(client_id="test-v12")
+    config.consumer.max_wait_time = 0.05
+    async with broker, cg.Consumer([broker.address], config) as consumer:
+        pcs = await consume_all(consumer, {0: 60})
+        broker.epochs[0].append((2, 60))  # records 60..69 come in epoch 2
+        broker.produce(0, 10)
+        async with asyncio.timeout(20):
+            assert [m.offset async for m in _take(pcs[0], 10)] == list(range(60, 70))
+        # A new leader that never had epoch 2: its epoch 1 runs to 70, epoch 3 follows.
+        broker.epochs[0] = [(1, 0), (3, 70)]
+        broker.produce(0, 5)
+        async with asyncio.timeout(20):
+            assert [m.offset async for m in _take(pcs[0], 5)] == list(range(70, 75))
+        assert any(f.epochs.get((TOPIC, 0)) == 1 and not f.full for f in broker.fetches)

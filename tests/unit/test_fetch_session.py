@@ -151,3 +151,20 @@ def test_last_fetched_epochs_are_named_while_the_position_is_where_they_were_lea
     incremental = session.plan(parts, {parts[2]: (12, 5)})
     assert incremental.topics == [("a", [(2, 12, 1024, 5)])]
     assert FetchSession().plan(parts).topics[0][1][0] == (0, 10, 1024)  # below v12: no epochs
+
+
+def test_a_change_of_the_last_fetched_epoch_alone_is_named() -> None:
+    """After a diverging-epoch answer only the epoch changes (same offset, same size):
+    the incremental request must carry it, or the broker keeps comparing the old one."""
+    parts = pcs("a", 2, offset=70)
+    epochs = {parts[0]: (70, 2), parts[1]: (70, 2)}
+    session = FetchSession()
+    session.on_response(7, 0, session.plan(parts, epochs).full)
+    unchanged = session.plan(parts, epochs)
+    assert unchanged.topics == []
+    session.on_response(7, 0, unchanged.full)
+    epochs[parts[0]] = (70, 1)  # the leader's answer: epoch 1 ends at 70
+    plan = session.plan(parts, epochs)
+    assert plan.topics == [("a", [(0, 70, 1024, 1)])]
+    session.on_response(7, 0, plan.full)
+    assert session.plan(parts, epochs).topics == []  # sent once, then held by the broker
