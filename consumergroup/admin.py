@@ -26,7 +26,7 @@ from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment
 from .client import Client
 from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
-from .consumer.positions import list_offsets, resolve_offsets
+from .consumer.positions import resolve_offsets
 from .errors import (
     ConsumerGroupError,
     NonEmptyGroupError,
@@ -259,20 +259,22 @@ class ClusterAdmin(AsyncResource):
     async def offsets_for_time(
         self, partitions: Iterable[TopicPartition], when: datetime
     ) -> dict[TopicPartition, int]:
-        """The first offset whose timestamp is at or after ``when`` (ListOffsets by timestamp).
+        """The first offset whose timestamp is at or after ``when``; where no record is that
+        recent, the partition's end offset (as Kafka's ``--to-datetime`` does).
 
-        Where no record is that recent, the partition's end offset (as Kafka's
-        ``--to-datetime`` does). ``when`` must be timezone-aware.
+        ``when`` must be timezone-aware. :meth:`Client.offsets_for_times
+        <consumergroup.client.Client.offsets_for_times>` tells "no such record" apart (None).
         """
         if when.tzinfo is None:
             raise ValueError("offsets_for_time needs a timezone-aware datetime")
-        wanted = list(partitions)
         ms = int(when.timestamp() * 1000)
-        found = await list_offsets(self.client, 0, dict.fromkeys(wanted, ms))
-        past_end = [tp for tp in wanted if found.get(tp, -1) < 0]
-        if past_end:
-            found.update(await self.end_offsets(past_end))
-        return found
+        committed = self.config.consumer.isolation_level == "read_committed"
+        found = await self.client.offsets_for_times(
+            dict.fromkeys(partitions, ms), read_committed=committed
+        )
+        none = [tp for tp, off in found.items() if off is None]
+        ends = await self.end_offsets(none) if none else {}
+        return {tp: ends[tp] if off is None else off for tp, off in found.items()}
 
     # ------------------------------------------------------------------ topics
 

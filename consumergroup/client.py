@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -412,6 +412,23 @@ class Client(AsyncResource):
     def invalidate_coordinator(self, group: str) -> None:
         """Forget ``group``'s coordinator (after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)."""
         self._coordinators.pop(group, None)
+
+    # ---------------------------------------------------------------------- offsets
+
+    async def offsets_for_times(
+        self, stamps: Mapping[tuple[str, int], int], *, read_committed: bool = False
+    ) -> dict[tuple[str, int], int | None]:
+        """``{(topic, partition): ms since the epoch}`` -> the first offset whose record's
+        timestamp is at or after it, or None when no record is that recent (the caller
+        decides: Kafka's tools move to the log end).
+
+        The broker's ListOffsets answer is checked against the log, so "none" is reliable
+        on brokers that answer it wrongly (Tansu answers offset 0).
+        """
+        # Imported here: the fetch path (consumergroup.consumer) imports this module.
+        from .consumer.positions import offsets_for_times
+
+        return await offsets_for_times(self, stamps, read_committed=read_committed)
 
     # ------------------------------------------------------------------------ admin
 

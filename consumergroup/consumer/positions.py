@@ -28,6 +28,7 @@ from ..errors import (
     raise_for_code,
 )
 from ..net.protocol import FetchRequest, ListOffsetsRequest
+from .records import decode_records
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -83,6 +84,30 @@ async def list_offsets(
     return out
 
 
+async def _fetch_at(
+    client: Client, isolation: int, at: Mapping[TopicPartition, int], max_bytes: int
+) -> dict[TopicPartition, tuple[Any, ...]]:
+    """One short Fetch per leader at ``at``'s offsets, ``max_bytes`` per partition: the
+    answer's partition entries (aiokafka's tuple layout) by partition, retried for the
+    partitions an answer leaves out; those no answer carries are missing from the result."""
+    for topic, partition in at:
+        await client.leader(topic, partition)
+    out: dict[TopicPartition, tuple[Any, ...]] = {}
+    for _ in range(PROBE_ATTEMPTS):
+        todo = {tp: (off, max_bytes) for tp, off in at.items() if tp not in out}
+        if not todo:
+            break
+        for node, tps in _by_leader(client, todo).items():
+            conn = await client.connection(node)
+            req = FetchRequest(PROBE_WAIT_MS, 1, max_bytes, isolation, _by_topic(tps))
+            resp = await conn.send(req)
+            for topic, partitions in resp.topics:
+                for p in partitions:
+                    if (topic, p[0]) in tps:
+                        out[(topic, p[0])] = (resp.API_VERSION, *p)
+    return out
+
+
 async def probe(
     client: Client, config: Config, at: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, tuple[int, int, int, int]]:
@@ -93,21 +118,42 @@ async def probe(
     Partitions the broker leaves out of every answer are missing from the result.
     """
     isolation = int(config.consumer.isolation_level == "read_committed")
-    for topic, partition in at:
-        await client.leader(topic, partition)
-    out: dict[TopicPartition, tuple[int, int, int, int]] = {}
-    for _ in range(PROBE_ATTEMPTS):
-        todo = {tp: (off, 1) for tp, off in at.items() if tp not in out}
-        if not todo:
-            break
-        for node, tps in _by_leader(client, todo).items():
-            conn = await client.connection(node)
-            resp = await conn.send(FetchRequest(PROBE_WAIT_MS, 1, 1, isolation, _by_topic(tps)))
-            v5 = resp.API_VERSION >= 5
-            for topic, partitions in resp.topics:
-                for p in partitions:
-                    if (topic, p[0]) in tps:
-                        out[(topic, p[0])] = (p[1], p[2], p[3], p[4] if v5 else -1)
+    return {
+        tp: (p[1], p[2], p[3], p[4] if version >= 5 else -1)
+        for tp, (version, *p) in (await _fetch_at(client, isolation, at, 1)).items()
+    }
+
+
+async def offsets_for_times(
+    client: Client, stamps: Mapping[TopicPartition, int], *, read_committed: bool = False
+) -> dict[TopicPartition, int | None]:
+    """The first offset whose record's timestamp is at or after each ``stamps`` value
+    (milliseconds since the epoch); None where no record is that recent.
+
+    ListOffsets by timestamp answers this, but not every broker reliably: Tansu answers
+    offset 0 for a time after its last record, where Kafka answers -1. So the answer
+    is checked against the log: the record at the returned offset is fetched, and an
+    offset at or past the end, or whose record is older than asked, means none.
+    """
+    isolation = int(read_committed)
+    found = await list_offsets(client, isolation, stamps)
+    listed = {tp: off for tp, off in found.items() if off >= 0}
+    out: dict[TopicPartition, int | None] = {tp: listed.get(tp) for tp in stamps}
+    fetch_bytes = client.config.consumer.fetch.default
+    for tp, (version, *p) in (await _fetch_at(client, isolation, listed, fetch_bytes)).items():
+        raise_for_code(p[1], f"Fetch {tp[0]}/{tp[1]}")
+        end = p[3] if read_committed else p[2]
+        if end >= 0 and listed[tp] >= end:
+            out[tp] = None  # at or past the end: no such record
+            continue
+        aborted, records = (p[-3] if version >= 11 else p[-2]), p[-1]
+        messages = decode_records(
+            *tp, records, listed[tp], read_committed=read_committed, aborted_transactions=aborted
+        ).messages
+        # No message to check (a batch larger than the fetch size, only control records):
+        # nothing contradicts the broker.
+        if messages and messages[0].timestamp_ms < stamps[tp]:
+            out[tp] = None
     return out
 
 

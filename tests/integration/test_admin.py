@@ -332,6 +332,43 @@ async def test_reset_to_datetime_finds_the_first_later_record(
     assert json.loads(result.out) == [{"topic": topic, "partition": 0, "current": 8, "new": 5}]
 
 
+async def test_reset_to_a_datetime_after_the_last_record_moves_to_the_end(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # Tansu answers ListOffsets for a time after its last record with offset 0: trusted,
+    # that rewound the group to the start.
+    topic = await new_topic(partitions=2)
+    group = unique()
+    await produce(bootstrap, topic, [b"x-%d" % i for i in range(6)])
+    async with ClusterAdmin([bootstrap]) as admin:
+        await admin.commit_offsets(group, {(topic, 0): 1, (topic, 1): 2})
+    result = await run_cli("reset-offsets", group, "-b", bootstrap, "-t", topic, "--json",
+                           "--to-datetime", "2030-01-01T00:00:00Z", "--execute")  # fmt: skip
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == [
+        {"topic": topic, "partition": 0, "current": 1, "new": 3},
+        {"topic": topic, "partition": 1, "current": 2, "new": 3},
+    ]
+
+
+async def test_offsets_for_times_says_none_after_the_last_record(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    between = await two_waves(bootstrap, topic, 4, 2)
+    after = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    tps = [(topic, 0), (topic, 1)]
+    async with ClusterAdmin([bootstrap]) as admin:
+        client = admin.client
+        mid = int(between.timestamp() * 1000)
+        assert await client.offsets_for_times(dict.fromkeys(tps, mid)) == dict.fromkeys(tps, 2)
+        assert await client.offsets_for_times(dict.fromkeys(tps, 0)) == dict.fromkeys(tps, 0)
+        assert await client.offsets_for_times(dict.fromkeys(tps, after)) == dict.fromkeys(tps)
+        assert await admin.offsets_for_time(tps, datetime(2030, 1, 1, tzinfo=UTC)) == (
+            dict.fromkeys(tps, 3)
+        )
+
+
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
