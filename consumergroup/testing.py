@@ -1,4 +1,4 @@
-"""Test helpers for users' own tests as much as ours: an embedded Kafka broker.
+"""Test helpers for users' own tests as much as ours: brokers started by the test.
 
 :class:`EmbeddedBroker` runs Tansu (an Apache-Kafka-compatible broker, memory
 storage, single node) on a free loopback port. The binary comes from the
@@ -12,20 +12,33 @@ storage, single node) on a free loopback port. The binary comes from the
 Known Tansu quirks (tests must not depend on them): it holds each JoinGroup for
 about half the session timeout; ListOffsets LATEST answers the last batch's base
 offset + 1 rather than the log end; it has no CreatePartitions.
+
+:class:`KafkaCluster` runs a genuine Apache Kafka (1 or 3 KRaft nodes) from jars
+fetched from Maven Central with ``mvn`` on first use (needs Java 17+ and Maven)::
+
+    async with KafkaCluster(nodes=3) as kc:
+        await kc.create_topic("events", partitions=6, replication_factor=3)
+        ... ConsumerGroup(kc.bootstrap.split(","), ...)
+        await kc.kill_node(1)
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ctypes
+import fcntl
 import os
 import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from ._lifecycle import AsyncResource
@@ -33,8 +46,18 @@ from .client import Client
 from .config import Config
 from .errors import ConsumerGroupError, KafkaConnectionError
 from .net.connection import BrokerConnection
+from .net.protocol import MetadataRequest
 
-__all__ = ["EmbeddedBroker", "EmbeddedBrokerError", "find_tansu", "free_port"]
+__all__ = [
+    "KAFKA_VERSION",
+    "EmbeddedBroker",
+    "EmbeddedBrokerError",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "find_tansu",
+    "free_port",
+    "kafka_classpath",
+]
 
 
 class EmbeddedBrokerError(ConsumerGroupError):
@@ -67,10 +90,9 @@ def find_tansu() -> str:
     )
 
 
-#: Where brokers keep their log directories: ``tansu-<owner pid>-<random>``.
-_RUNTIME_DIR = Path(tempfile.gettempdir()) / "consumergroup-tansu"
-_OWNED = re.compile(r"tansu-(\d+)-")
 _PR_SET_PDEATHSIG = 1
+#: Where brokers keep their files: ``consumergroup-<kind>/<kind>-<owner pid>-<random>``.
+_OWNED = re.compile(r"[a-z]+-(\d+)-")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -83,13 +105,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _sweep_orphaned_dirs() -> None:
-    """Remove log directories whose owner died without closing its broker (kill -9)."""
+def _owned_dir(kind: str) -> Path:
+    """A fresh directory for one broker of ``kind``, owned by this process.
+
+    Directories whose owner died without closing its broker (kill -9) are removed first.
+    """
+    runtime = Path(tempfile.gettempdir()) / f"consumergroup-{kind}"
     with contextlib.suppress(OSError):
-        for path in _RUNTIME_DIR.iterdir():
+        for path in runtime.iterdir():
             owner = _OWNED.match(path.name)
             if owner and not _pid_alive(int(owner.group(1))):
                 shutil.rmtree(path, ignore_errors=True)
+    runtime.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=runtime))
 
 
 def _die_with_parent(owner: int) -> None:
@@ -102,6 +130,20 @@ def _die_with_parent(owner: int) -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != owner:  # the owner died between fork and prctl
         os._exit(1)
+
+
+def _death_pact() -> Callable[[], None] | None:
+    """``preexec_fn`` for a broker: on Linux it dies with this process, even on SIGKILL."""
+    owner = os.getpid()
+    return (lambda: _die_with_parent(owner)) if sys.platform == "linux" else None
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log file, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def free_port() -> int:
@@ -126,9 +168,7 @@ class EmbeddedBroker(AsyncResource):
         self.advertised_port = advertised_port or self.port
         self.start_timeout = start_timeout
         self._proc: asyncio.subprocess.Process | None = None
-        _sweep_orphaned_dirs()
-        _RUNTIME_DIR.mkdir(parents=True, exist_ok=True)
-        self._logdir = Path(tempfile.mkdtemp(prefix=f"tansu-{os.getpid()}-", dir=_RUNTIME_DIR))
+        self._logdir = _owned_dir("tansu")
 
     @property
     def bootstrap(self) -> str:
@@ -145,9 +185,6 @@ class EmbeddedBroker(AsyncResource):
         binary = find_tansu()
         url = f"tcp://127.0.0.1:{self.port}"
         advertised = f"tcp://127.0.0.1:{self.advertised_port}"
-        owner = os.getpid()
-        # On Linux the broker dies with this process even when it is SIGKILLed (no close()).
-        pdeathsig = (lambda: _die_with_parent(owner)) if sys.platform == "linux" else None
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
@@ -162,7 +199,7 @@ class EmbeddedBroker(AsyncResource):
                 stdout=log,
                 stderr=log,
                 env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
-                preexec_fn=pdeathsig,
+                preexec_fn=_death_pact(),
             )
         try:
             await self._wait_ready()
@@ -194,11 +231,8 @@ class EmbeddedBroker(AsyncResource):
             await conn.close()
             return
 
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+    def _log_tail(self) -> str:
+        return _tail(self.log_path)
 
     async def close(self) -> None:
         """Terminate the broker (SIGTERM, then SIGKILL after 5 s) and remove its files."""
@@ -218,3 +252,400 @@ class EmbeddedBroker(AsyncResource):
         """Create ``name`` with ``partitions`` partitions and wait until it is usable."""
         async with Client([self.bootstrap]) as client:
             await client.create_topic(name, partitions)
+
+
+# --------------------------------------------------------------------- Apache Kafka
+
+#: The Apache Kafka that :class:`KafkaCluster` runs (``org.apache.kafka:kafka_2.13``).
+KAFKA_VERSION = "4.4.0"
+_LOG4J_VERSION = "2.25.5"  # the log4j2 that kafka_2.13 brings, plus its slf4j 1.x binding
+_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:2.8"
+
+_POM = f"""<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>consumergroup.testing</groupId>
+  <artifactId>kafka-runtime</artifactId>
+  <version>{KAFKA_VERSION}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>{KAFKA_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>{_LOG4J_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-core</artifactId>
+      <version>{_LOG4J_VERSION}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+# Everything to stdout, which the cluster sends to each node's server.log.
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = WARN
+"""
+
+# Small and quick to start: a test broker serves a few clients and little data.
+_JVM_FLAGS = (
+    "-Xms64m",
+    "-Xmx384m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xss512k",
+    "-Djava.awt.headless=true",
+)
+
+
+class KafkaClusterError(ConsumerGroupError):
+    """Apache Kafka could not be fetched or did not start (says what to install or check)."""
+
+
+def _cache_dir() -> Path:
+    """``$CONSUMERGROUP_CACHE``, else ``~/.cache/consumergroup``."""
+    env = os.environ.get("CONSUMERGROUP_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "consumergroup"
+
+
+def _java() -> str:
+    java = shutil.which("java", path=_java_path())
+    if java is None:
+        raise KafkaClusterError(
+            "KafkaCluster needs a Java 17+ runtime and found no `java`: install one "
+            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    return java
+
+
+def _java_path() -> str:
+    home = os.environ.get("JAVA_HOME")
+    path = os.environ.get("PATH", os.defpath)
+    return f"{home}/bin{os.pathsep}{path}" if home else path
+
+
+def kafka_classpath() -> str:
+    """The classpath of Apache Kafka :data:`KAFKA_VERSION`, fetched once with Maven.
+
+    The jars go to ``<cache>/kafka-<version>/lib`` (``<cache>`` is
+    ``$CONSUMERGROUP_CACHE``, else ``~/.cache/consumergroup``; Maven's own repository
+    is ``<cache>/m2``). A file lock lets concurrent processes (pytest-xdist workers)
+    share one download. Blocks while it downloads: call it from a thread in async code.
+    """
+    home = _cache_dir() / f"kafka-{KAFKA_VERSION}"
+    lib = home / "lib"
+    done = home / ".complete"
+    if not done.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        with (home / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():  # another process may have fetched it meanwhile
+                _fetch_jars(home, lib)
+                done.touch()
+    return f"{lib}/*"
+
+
+def _fetch_jars(home: Path, lib: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaClusterError(
+            f"KafkaCluster fetches Apache Kafka {KAFKA_VERSION} from Maven Central with Maven "
+            "and found no `mvn`: install Maven (Debian/Ubuntu: apt-get install maven)"
+        )
+    (home / "pom.xml").write_text(_POM)
+    shutil.rmtree(lib, ignore_errors=True)
+    done = subprocess.run(
+        [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(home / "pom.xml"),
+            f"-Dmaven.repo.local={home.parent / 'm2'}",
+            f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={lib}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        output = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise KafkaClusterError(
+            f"`mvn dependency:copy-dependencies` could not fetch Apache Kafka {KAFKA_VERSION} "
+            f"(exit {done.returncode}): check that Maven Central is reachable (or Maven's "
+            f"proxy settings in ~/.m2/settings.xml). Maven said:\n{output}"
+        )
+
+
+class _Node:
+    """One KRaft node (broker and controller in one JVM) and its files."""
+
+    def __init__(self, node_id: int, home: Path) -> None:
+        self.node_id = node_id
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.home = home / f"node-{node_id}"
+        self.home.mkdir()
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                proc.kill()
+            await proc.wait()
+
+
+class KafkaCluster(AsyncResource):
+    """Apache Kafka :data:`KAFKA_VERSION` in KRaft mode on free 127.0.0.1 ports.
+
+    ``nodes`` JVMs, each a combined broker and controller. Needs Java 17+ and, on first
+    use, Maven: the jars are fetched from Maven Central into the cache directory (see
+    :func:`kafka_classpath`). The JVMs die with this process even on ``kill -9``
+    (Linux). Logs: ``<log_dir>/node-<i>/server.log``.
+
+    Settings that differ from Kafka's defaults, for tests:
+
+    - replication: new topics and the internal topics get ``min(nodes, 3)`` replicas,
+      ``min.insync.replicas`` is 2 on 3 nodes (1 on one);
+    - ``offsets.topic.num.partitions=10`` (the group coordinators' topic is created faster);
+    - group timeouts lowered: ``group.initial.rebalance.delay.ms=0``,
+      ``group.min.session.timeout.ms=1000`` (classic members may ask for short sessions),
+      and for the consumer protocol (KIP-848) ``group.consumer.heartbeat.interval.ms=500``,
+      ``group.consumer.session.timeout.ms=6000`` with their lower bounds
+      ``group.consumer.min.heartbeat.interval.ms=100`` and
+      ``group.consumer.min.session.timeout.ms=1000``;
+    - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB).
+
+    ``extra_properties`` adds or overrides ``server.properties`` entries on every node.
+    """
+
+    def __init__(
+        self,
+        nodes: int = 1,
+        start_timeout: float = 90.0,
+        extra_properties: dict[str, str] | None = None,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        self.start_timeout = start_timeout
+        self.extra_properties = dict(extra_properties or {})
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.log_dir = _owned_dir("kafka")
+        self._nodes = [_Node(i, self.log_dir) for i in range(nodes)]
+        self._classpath = ""
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the cluster has."""
+        return len(self._nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        """``"127.0.0.1:P1,127.0.0.1:P2,..."``: every node's client listener."""
+        return ",".join(f"127.0.0.1:{node.port}" for node in self._nodes)
+
+    def log_path(self, node: int) -> Path:
+        """Node ``node``'s log file (0-based)."""
+        return self._nodes[node].log_path
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` of every node's log, for a failed test's report."""
+        return "\n".join(
+            f"--- node {node.node_id} ({node.log_path})\n{_tail(node.log_path, lines)}"
+            for node in self._nodes
+        )
+
+    def _server_properties(self, node: _Node) -> str:
+        n = len(self._nodes)
+        replicas = min(n, 3)
+        isr = min(replicas, 2)
+        voters = ",".join(f"{x.node_id}@127.0.0.1:{x.controller_port}" for x in self._nodes)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(node.home / "data"),
+            "default.replication.factor": str(replicas),
+            "min.insync.replicas": str(isr),
+            "offsets.topic.replication.factor": str(replicas),
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": str(replicas),
+            "transaction.state.log.min.isr": str(isr),
+            "share.coordinator.state.topic.replication.factor": str(replicas),
+            "share.coordinator.state.topic.min.isr": str(isr),
+            "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.session.timeout.ms": "1000",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 << 20),
+            **self.extra_properties,
+        }
+        return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    async def start(self) -> None:
+        """Fetch the jars if needed, format every node's storage, start them, wait for all."""
+        try:
+            java = _java()
+            self._classpath = await asyncio.to_thread(kafka_classpath)
+            (self.log_dir / "log4j2.properties").write_text(_LOG4J2)
+            for node in self._nodes:
+                node.properties.write_text(self._server_properties(node))
+            await asyncio.gather(*(self._format(java, node) for node in self._nodes))
+            for node in self._nodes:
+                await self._launch(java, node)
+            await self._wait_ready(self._nodes)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _java_command(self, java: str, main: str, *args: str) -> list[str]:
+        return [
+            java,
+            *_JVM_FLAGS,
+            f"-Dlog4j2.configurationFile={self.log_dir / 'log4j2.properties'}",
+            "-cp",
+            self._classpath,
+            main,
+            *args,
+        ]
+
+    async def _format(self, java: str, node: _Node) -> None:
+        command = self._java_command(
+            java,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            self.cluster_id,
+            "--config",
+            str(node.properties),
+            "--ignore-formatted",
+        )
+        with node.log_path.open("ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=_death_pact(),
+            )
+            code = await proc.wait()
+        if code != 0:
+            raise KafkaClusterError(
+                f"formatting node {node.node_id}'s storage failed (exit {code}):\n"
+                f"{_tail(node.log_path)}"
+            )
+
+    async def _launch(self, java: str, node: _Node) -> None:
+        command = self._java_command(java, "kafka.Kafka", str(node.properties))
+        with node.log_path.open("ab") as log:
+            node.proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=_death_pact(),
+            )
+
+    async def _wait_ready(self, waiting: list[_Node]) -> None:
+        """Until each of ``waiting`` answers ApiVersions and its metadata lists every live node."""
+        config = Config()
+        config.net.dial_timeout = 2.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout
+        live = sum(1 for node in self._nodes if node.running)
+        pending = list(waiting)
+        while pending:
+            node = pending[0]
+            if not node.running:
+                code = node.proc.returncode if node.proc else None
+                raise KafkaClusterError(
+                    f"Kafka node {node.node_id} exited with code {code}:\n{_tail(node.log_path)}"
+                )
+            brokers = -1
+            with contextlib.suppress(KafkaConnectionError, ConsumerGroupError, OSError):
+                conn = await BrokerConnection.open("127.0.0.1", node.port, config, node.node_id)
+                try:
+                    resp = await conn.send(MetadataRequest([], False), timeout=2.0)
+                    brokers = len(resp.to_object()["brokers"])
+                finally:
+                    await conn.close()
+            if brokers >= live:
+                pending.pop(0)
+                continue
+            if loop.time() > deadline:
+                raise KafkaClusterError(
+                    f"Kafka node {node.node_id} did not show {live} live brokers within "
+                    f"{self.start_timeout}s (saw {max(brokers, 0)}):\n{_tail(node.log_path)}"
+                )
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        """Kill every node and remove the cluster's files (logs included)."""
+        await asyncio.gather(*(node.kill() for node in self._nodes))
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    async def kill_node(self, node: int) -> None:
+        """SIGKILL node ``node`` (0-based) and wait until it is gone."""
+        await self._nodes[node].kill()
+
+    async def start_node(self, node: int) -> None:
+        """Restart node ``node`` on its ports and log directory; wait until it is back."""
+        target = self._nodes[node]
+        if target.running:
+            return
+        await self._launch(_java(), target)
+        await self._wait_ready([target])
+
+    async def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int | None = None
+    ) -> None:
+        """Create ``name`` and wait until every partition has a leader.
+
+        ``replication_factor`` defaults to ``min(nodes, 3)``.
+        """
+        replicas = replication_factor or min(len(self._nodes), 3)
+        async with Client(self.bootstrap.split(",")) as client:
+            await client.create_topic(name, partitions, replicas)

@@ -16,7 +16,12 @@ import pytest
 import pytest_asyncio
 
 from consumergroup.client import Client
-from consumergroup.testing import EmbeddedBroker
+from consumergroup.testing import EmbeddedBroker, KafkaCluster
+
+# Kafka's jars (and Maven's repository) go to the repo's git-ignored cache unless told otherwise.
+os.environ.setdefault(
+    "CONSUMERGROUP_CACHE", os.path.join(os.path.dirname(os.path.dirname(__file__)), ".cache")
+)
 
 
 def _docker_answers() -> bool:
@@ -52,10 +57,37 @@ async def bootstrap(kafka_container: str | None) -> AsyncIterator[str]:
             yield broker.bootstrap
 
 
+@pytest_asyncio.fixture(scope="session")
+async def kafka_cluster() -> AsyncIterator[KafkaCluster]:
+    """A one-node Apache Kafka (KRaft), shared by the session (settings: KafkaCluster's doc)."""
+    async with KafkaCluster(nodes=1) as cluster:
+        yield cluster
+
+
+@pytest_asyncio.fixture(scope="session")
+async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
+    """A three-node Apache Kafka (replication factor 3, min.insync.replicas=2)."""
+    async with KafkaCluster(nodes=3) as cluster:
+        yield cluster
+
+
 @pytest.fixture(scope="session")
 def on_tansu() -> bool:
     """True when the tests run on the embedded Tansu broker (for its documented quirks)."""
     return not os.environ.get("KAFKA_BOOTSTRAP_SERVERS") and not _docker_answers()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    """A failed test's report shows the tail of each Kafka node's log it used."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, KafkaCluster):
+                report.sections.append(("Kafka log tail", value.log_tail()))
+    return report
 
 
 TopicFactory = Callable[..., Awaitable[str]]

@@ -1,0 +1,128 @@
+"""KafkaCluster: a genuine Apache Kafka started by the test, as users reach it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from consumergroup.testing import KafkaCluster, KafkaClusterError
+
+from ..conftest import unique
+from ..helpers import produce
+from .group_support import Recorder, running_member, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+# The owner: starts a one-node cluster, prints its JVM's pid and its directory, waits.
+OWNER = textwrap.dedent(
+    """
+    import asyncio, json
+    from consumergroup.testing import KafkaCluster
+
+    async def main():
+        async with KafkaCluster() as kc:
+            pids = [node.proc.pid for node in kc._nodes]
+            print(json.dumps({"pids": pids, "dir": str(kc.log_dir)}), flush=True)
+            await asyncio.sleep(600)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie waiting to be reaped."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    topic = unique("kc")
+    await kafka_cluster.create_topic(topic, partitions=3)
+    await produce(kafka_cluster.bootstrap, topic, [b"%d" % i for i in range(30)])
+    recorder = Recorder()
+    async with running_member(kafka_cluster.bootstrap, unique(), [topic], recorder):
+        await wait_for(lambda: len(recorder.seen) >= 30, 60, "30 messages")
+    assert len(set(recorder.seen)) == 30
+
+    await kafka_cluster.kill_node(0)
+    await kafka_cluster.start_node(0)
+    again = Recorder()
+    async with running_member(kafka_cluster.bootstrap, unique(), [topic], again):
+        await wait_for(lambda: len(again.seen) >= 30, 60, "30 messages after a restart")
+    assert set(again.seen) == set(recorder.seen)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
+async def test_sigkill_of_the_owner_takes_the_kafka_jvms_along() -> None:
+    owner = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", OWNER, stdout=asyncio.subprocess.PIPE
+    )
+    assert owner.stdout is not None
+    try:
+        async with asyncio.timeout(150):
+            started = json.loads(await owner.stdout.readline())
+        pids = started["pids"]
+        assert not any(_gone(pid) for pid in pids)
+        owner.kill()
+        await owner.wait()
+        await wait_for(lambda: all(_gone(pid) for pid in pids), 10, "the JVMs to die")
+    finally:
+        if owner.returncode is None:
+            owner.kill()
+            await owner.wait()
+    shutil.rmtree(started["dir"], ignore_errors=True)
+
+
+async def test_without_java_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(KafkaClusterError, match="install one"):
+        async with KafkaCluster():
+            pass
+
+
+def _java_home() -> str:
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java here")
+    return str(Path(os.path.realpath(java)).parent.parent)
+
+
+async def test_without_maven_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("JAVA_HOME", _java_home())
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("CONSUMERGROUP_CACHE", str(tmp_path))  # nothing fetched yet
+    with pytest.raises(KafkaClusterError, match="apt-get install maven"):
+        async with KafkaCluster():
+            pass
+
+
+async def test_a_failed_download_says_what_maven_said(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bin" / "mvn"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Could not transfer artifact: no network'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CONSUMERGROUP_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(KafkaClusterError, match=r"(?s)Maven Central is reachable.*no network"):
+        async with KafkaCluster():
+            pass
