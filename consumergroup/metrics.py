@@ -68,7 +68,9 @@ METRIC_NAMES: dict[str, str] = {
     "consumergroup_assigned_partitions": "Partitions the member claims now",
     "consumergroup_event_loop_lag_seconds": "Event-loop scheduling delay seen by the member",
     "consumergroup_last_heartbeat_age_seconds": "Seconds since the last successful heartbeat",
-    "consumergroup_lag": "Records between the position and the high watermark",
+    "consumergroup_lag": (
+        "Records between the position and the high watermark (read_committed: the LSO)"
+    ),
     "consumergroup_position": "Next offset the member hands to its handler",
     "consumergroup_committed_offset": "Last offset the broker acknowledged for the group",
     "consumergroup_high_watermark": "High watermark as of the last fetch",

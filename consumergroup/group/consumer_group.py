@@ -176,6 +176,9 @@ class ConsumerGroup(AsyncResource):
         session = self._session
         heartbeat_age: float | None = None
         loop_lag = 0.0
+        # read_committed reads up to the last stable offset only: an open transaction's
+        # records between it and the high watermark are not lag (Java measures the same).
+        read_committed = self.config.consumer.isolation_level == "read_committed"
         if session is not None:
             now = anyio.current_time()
             heartbeat_age = now - (session.last_heartbeat or session.started_at)
@@ -184,11 +187,14 @@ class ConsumerGroup(AsyncResource):
                 pc = claim._pc
                 position = pc.position
                 hwm = pc.high_water_mark_offset
+                end = (
+                    pc.last_stable_offset if read_committed and pc.last_stable_offset >= 0 else hwm
+                )
                 partitions[tp] = PartitionStats(
                     position=position,
                     committed=session.offsets.committed(*tp),
                     high_water_mark=hwm,
-                    lag=max(hwm - position, 0) if hwm >= 0 and position >= 0 else 0,
+                    lag=max(end - position, 0) if end >= 0 and position >= 0 else 0,
                     paused=pc.paused,
                     messages_per_second=session.rates.get(tp, 0.0),
                     records_consumed=pc.consumed.records,

@@ -50,7 +50,8 @@ class PartitionStats:
     committed: int
     #: The partition's high watermark as of the last fetch (-1 before the first).
     high_water_mark: int
-    #: ``high_water_mark - position`` (0 when either is unknown).
+    #: ``high_water_mark - position``; under ``read_committed`` the last stable offset
+    #: takes the high watermark's place (0 when either is unknown).
     lag: int
     #: Paused by the user (``group.pause``).
     paused: bool
