@@ -2,7 +2,8 @@
 
 Needs a real cluster: the Java consumer cannot join a group on the embedded Tansu broker,
 and the point is the real group coordinator running the peers' and our assignors side by
-side. The peers are the programs of :mod:`tests.peers` (built once into ``.cache/peers``).
+side. The peers are the programs of :mod:`tests.peers`, built once into ``.cache/peers`` (the
+first build, in the first test, takes a minute or two: hence the long timeout).
 
 Each test covers both directions of leadership: a peer joins first and leads the group
 (its assignor assigns to our member), leaves, then a peer joins our group, which our
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -26,22 +26,15 @@ from aiokafka import AIOKafkaProducer
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
+from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
 from tests.integration.group_support import group_config, wait_for
 from tests.peers import PeerProcess, PeerUnavailable, build
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 TP = tuple[str, int]
 PARTITIONS = 6
-
-
-@pytest.fixture
-def kafka_bootstrap() -> str:
-    bootstrap = os.environ.get("PEERS_KAFKA")
-    if not bootstrap:
-        pytest.skip("no Kafka")
-    return bootstrap
 
 
 class Ours(cg.ConsumerGroupHandler):
@@ -172,13 +165,12 @@ def peer_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 async def test_a_peer_joins_and_leaves_our_group_in_both_directions_of_leadership(
-    kafka_bootstrap: str, peer_kind: str, assignor: str
+    kafka_cluster: KafkaCluster, peer_kind: str, assignor: str
 ) -> None:
-    bootstrap = kafka_bootstrap
+    bootstrap = kafka_cluster.bootstrap
     topic = unique("peers")
     group = unique("g-peers")
-    async with ClusterAdmin([bootstrap]) as admin:
-        await admin.create_topic(topic, PARTITIONS)
+    await kafka_cluster.create_topic(topic, PARTITIONS)
     strategy = cg.RangeAssignor() if assignor == "range" else cg.CooperativeStickyAssignor()
     config = group_config(consumer__group__rebalance__strategies=[strategy])
     ours = Ours()

@@ -8,26 +8,18 @@ created reaches the brokers of a real cluster some time after CreateTopics retur
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
+from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
 from tests.helpers import produce
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def kafka_bootstrap() -> str:
-    bootstrap = os.environ.get("PEERS_KAFKA")
-    if not bootstrap:
-        pytest.skip("no Kafka")
-    return bootstrap
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(120)]
 
 
 async def grow(bootstrap: str, topic: str, total: int) -> None:
@@ -53,12 +45,11 @@ def offsets(recorder: Recorder, topic: str, partition: int) -> list[int]:
 
 
 async def test_partitions_created_while_the_group_consumes_are_read_from_the_initial_offset(
-    kafka_bootstrap: str,
+    kafka_cluster: KafkaCluster,
 ) -> None:
-    bootstrap = kafka_bootstrap
+    bootstrap = kafka_cluster.bootstrap
     topic = unique("grow")
-    async with ClusterAdmin([bootstrap]) as admin:
-        await admin.create_topic(topic, 2)
+    await kafka_cluster.create_topic(topic, 2)
     await produce(bootstrap, topic, [b"old"] * 20)
     a, b = Recorder("a"), Recorder("b")
     group = unique()
@@ -91,9 +82,9 @@ async def test_partitions_created_while_the_group_consumes_are_read_from_the_ini
     "of waiting for it to appear; being fixed as the missing-topic default",
 )
 async def test_members_of_a_brand_new_topic_wait_for_its_metadata_and_join(
-    kafka_bootstrap: str,
+    kafka_cluster: KafkaCluster,
 ) -> None:
-    bootstrap = kafka_bootstrap
+    bootstrap = kafka_cluster.bootstrap
     topic = unique("fresh")
     early, late = Recorder("early"), Recorder("late")
     group = unique()
@@ -122,13 +113,12 @@ async def test_members_of_a_brand_new_topic_wait_for_its_metadata_and_join(
 
 
 async def test_a_member_of_a_topic_created_by_another_reads_it_from_the_start(
-    kafka_bootstrap: str,
+    kafka_cluster: KafkaCluster,
 ) -> None:
     """Right after CreateTopics returned, a member joins and reads what was produced."""
-    bootstrap = kafka_bootstrap
+    bootstrap = kafka_cluster.bootstrap
     topic = unique("created")
-    async with ClusterAdmin([bootstrap]) as admin:
-        await admin.create_topic(topic, 3)
+    await kafka_cluster.create_topic(topic, 3)
     rec = Recorder()
     async with running_member(bootstrap, unique(), [topic], rec, group_config()) as (member, run):
         await produce(bootstrap, topic, [b"y"] * 30)

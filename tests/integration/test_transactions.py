@@ -7,28 +7,20 @@ transaction markers, no aborted-transaction index and no last stable offset.
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
+from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
 from tests.integration.group_support import group_config, running_member, wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka ([bench])")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(120)]
 
 PARTITIONS = 3
-
-
-@pytest.fixture
-def kafka_bootstrap() -> str:
-    bootstrap = os.environ.get("PEERS_KAFKA")
-    if not bootstrap:
-        pytest.skip("no Kafka")
-    return bootstrap
 
 
 class Values(cg.ConsumerGroupHandler):
@@ -91,12 +83,11 @@ def stats_of(member: cg.ConsumerGroup, topic: str) -> dict[int, cg.PartitionStat
 
 
 async def test_read_committed_sees_only_committed_transactions_and_lag_uses_the_lso(
-    kafka_bootstrap: str,
+    kafka_cluster: KafkaCluster,
 ) -> None:
-    bootstrap = kafka_bootstrap
+    bootstrap = kafka_cluster.bootstrap
     topic = unique("txn")
-    async with ClusterAdmin([bootstrap]) as admin:
-        await admin.create_topic(topic, PARTITIONS)
+    await kafka_cluster.create_topic(topic, PARTITIONS)
     txn = await asyncio.to_thread(Transactions, bootstrap, topic)
     committed: list[bytes] = []
     for i in range(6):  # committed and aborted interleaved
