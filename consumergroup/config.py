@@ -35,6 +35,7 @@ __all__ = [
     "IsolationLevel",
     "MemberConfig",
     "MetadataConfig",
+    "MissingTopic",
     "NetConfig",
     "OffsetReset",
     "OffsetsConfig",
@@ -58,6 +59,8 @@ OffsetReset = Literal["oldest", "newest", "error"]
 """What to do when a committed offset is out of range."""
 GroupProtocol = Literal["classic", "consumer"]
 """The group protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)."""
+MissingTopic = Literal["wait", "fail"]
+"""What a member does about a subscribed topic that does not exist: wait for it, or fail."""
 
 _INT32_MAX = 2**31 - 1
 # Kafka carries these durations as int32 milliseconds.
@@ -454,6 +457,12 @@ class GroupConfig(_Section):
             interval and picks the assignor, so ``session_timeout``,
             ``heartbeat_interval`` and ``rebalance.strategies`` must keep their
             defaults; ``rebalance.timeout`` is still sent.
+        missing_topic: What ``run()``/``consume()`` do about a subscribed topic that
+            does not exist (not created yet, deleted, lost by a broker): ``"wait"``
+            (default, as Java's consumer and librdkafka do) checks again every
+            ``rebalance.retry.backoff`` until it exists, saying what is missing in
+            ``stats().error`` and in a warning every minute; ``"fail"`` raises
+            UnknownTopicOrPartitionError at once (state FAILED).
         remote_assignor: ``"consumer"`` protocol only: the broker-side assignor to
             ask for (``"uniform"`` or ``"range"``; None: the broker's default,
             ``group.consumer.assignors``) (Java: ``group.remote.assignor``).
@@ -466,10 +475,17 @@ class GroupConfig(_Section):
     instance_id: str | None = None
     partition_watch_interval: float = 10.0
     protocol: GroupProtocol = "classic"
+    missing_topic: MissingTopic = "wait"
     remote_assignor: str | None = None
 
     def _check(self, path: str) -> None:
         _check_int32_ms(f"{path}.session_timeout", self.session_timeout, "use e.g. 10.0")
+        _check_choice(
+            f"{path}.missing_topic",
+            self.missing_topic,
+            ("wait", "fail"),
+            "use 'wait' (until the topic is created) or 'fail' (at once)",
+        )
         _check_seconds(
             f"{path}.partition_watch_interval", self.partition_watch_interval, "use e.g. 10.0"
         )

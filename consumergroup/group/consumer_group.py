@@ -58,6 +58,9 @@ _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+#: Seconds between the warnings of a member waiting for a subscribed topic to exist.
+MISSING_TOPIC_WARN_INTERVAL = 60.0
+
 #: Bound on how many errors errors() buffers; beyond it the oldest are dropped (counted).
 _ERROR_BUFFER = 1024
 
@@ -237,9 +240,10 @@ class ConsumerGroup(AsyncResource):
         end it: each goes to the log and to :meth:`errors`, the state is REBALANCING
         while it backs off (exponentially, with jitter, capped), and it joins again.
         It raises — state FAILED, the reason in ``stats().error`` — only for errors
-        retrying cannot cure: authorization, invalid configuration, a subscribed topic
-        that does not exist, a fenced static member, a handler error when
-        ``return_errors`` is off. Returns when :meth:`close` is called.
+        retrying cannot cure: authorization, invalid configuration, a fenced static
+        member, a handler error when ``return_errors`` is off (and a subscribed topic
+        that does not exist under ``consumer.group.missing_topic = "fail"``; by default
+        it is waited for, in JOINING). Returns when :meth:`close` is called.
         """
         await self._loop(topics, handler, once=False)
 
@@ -388,12 +392,7 @@ class ConsumerGroup(AsyncResource):
         so the next attempt never finds a partition "already being consumed".
         """
         await self.start()
-        try:
-            for topic in topics:  # unknown topics fail here, with a message saying what to do
-                await self._client.partitions(topic, refresh=True)
-        except UnknownTopicOrPartitionError as exc:
-            exc.retriable = False  # a subscribed topic that does not exist: not retried
-            raise
+        await self._await_topics(topics)
         counts = {t: len(self._client.cached_partitions(t) or ()) for t in topics}
         generation = await self._membership.join(topics, owned={})
         if self._closing:
@@ -433,6 +432,38 @@ class ConsumerGroup(AsyncResource):
                 f"assigned partitions {unknown} are not in this member's metadata yet",
             )
         return session
+
+    async def _await_topics(self, topics: list[str]) -> None:
+        """Return once every subscribed topic exists; until then, per
+        ``consumer.group.missing_topic``: wait (what is missing in ``stats().error``, a
+        warning every minute) or raise UnknownTopicOrPartitionError, not retried."""
+        group = self.config.consumer.group
+        warned: float | None = None
+        while True:
+            missing: list[str] = []
+            for topic in topics:
+                try:
+                    await self._client.partitions(topic, refresh=True)
+                except UnknownTopicOrPartitionError as exc:
+                    if group.missing_topic == "fail":
+                        exc.retriable = False
+                        raise
+                    missing.append(topic)
+            if not missing:
+                if warned is not None:
+                    self.log.info("subscribed topics %s exist now: joining", topics)
+                return
+            names = ", ".join(map(repr, missing))
+            self._error = (
+                f"subscribed topic {names} does not exist: waiting for it to be created"
+                if len(missing) == 1
+                else f"subscribed topics {names} do not exist: waiting for them to be created"
+            ) + " (consumer.group.missing_topic = 'wait')"
+            now = anyio.current_time()
+            if warned is None or now - warned >= MISSING_TOPIC_WARN_INTERVAL:
+                warned = now
+                self.log.warning("%s", self._error)
+            await anyio.sleep(group.rebalance.retry.backoff)
 
     async def _open_claims(
         self, offsets: OffsetManager, topics: list[str], assigned: list[TopicPartition]

@@ -229,15 +229,24 @@ class ServiceHealth:
                     self.exporter.track(group)
 
     def live(self) -> tuple[int, JSON]:
-        """200 while the loop's lag is under the threshold, 503 (``stalled``) above."""
+        """200 while the loop's lag is under the threshold and no group has FAILED; else 503
+        (``stalled``, or ``failed`` with each failed group's reason), so that an
+        orchestrator restarts a process whose group gave up for good."""
         lag = self.monitor.lag()
         stalled = lag is not None and lag > self.stall_threshold
+        failed = [
+            {"group_id": s.group_id, "error": s.error}
+            for s in (g.stats() for g in self.groups)
+            if s.state is GroupState.FAILED
+        ]
         body: JSON = {
-            "status": "stalled" if stalled else "alive",
+            "status": "stalled" if stalled else "failed" if failed else "alive",
             "loop_lag": lag,
             "stall_threshold": self.stall_threshold,
         }
-        return (503 if stalled else 200), body
+        if failed:
+            body["failed"] = failed
+        return (503 if stalled or failed else 200), body
 
     def ready(self) -> tuple[int, JSON]:
         """200 only while every group is STABLE with claims; 503 with the reasons else."""

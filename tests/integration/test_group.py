@@ -161,10 +161,12 @@ async def test_handler_error_goes_to_errors_and_others_keep_running(
         assert not task.done()
 
 
-async def test_unknown_topic_is_a_clear_error(bootstrap: str) -> None:
-    async with cg.ConsumerGroup([bootstrap], unique(), group_config()) as member:
+async def test_unknown_topic_is_a_clear_error_with_missing_topic_fail(bootstrap: str) -> None:
+    config = group_config(consumer__group__missing_topic="fail")
+    async with cg.ConsumerGroup([bootstrap], unique(), config) as member:
         with pytest.raises(cg.KafkaError, match="does not exist"):
             await member.consume(["no-such-topic-" + unique()], Recorder())
+        assert member.state is cg.GroupState.FAILED
 
 
 async def test_close_is_idempotent_and_leaves_no_task(

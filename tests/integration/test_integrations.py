@@ -182,7 +182,7 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
     assert group.state is cg.GroupState.CLOSED
 
 
-async def test_fastapi_a_group_failing_for_good_fails_readiness_not_the_server(
+async def test_fastapi_a_group_failing_for_good_fails_readiness_and_liveness_not_the_server(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
     topic = await new_topic(partitions=1)
@@ -207,7 +207,12 @@ async def test_fastapi_a_group_failing_for_good_fails_readiness_not_the_server(
         (stats,) = ready.json()["groups"]
         assert stats["state"] == "failed" and not stats["ready"]
         assert "boom" in stats["error"]
-        assert (await client.get("/health/live")).status_code == 200
+        # Liveness fails too: the orchestrator restarts a process whose group gave up.
+        live = await client.get("/health/live")
+        assert live.status_code == 503
+        assert live.json()["status"] == "failed"
+        [failed] = live.json()["failed"]
+        assert failed["group_id"] == group.group_id and "boom" in failed["error"]
         assert (await client.get("/hello")).json() == {"hello": "world"}
     assert group.state is cg.GroupState.FAILED  # close() of a failed group leaves it FAILED
 
