@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._lifecycle import AsyncResource
+from ._lifecycle import AsyncResource, cancel_and_wait
 from .config import Config
 from .errors import (
     ClosedError,
@@ -134,9 +134,7 @@ class Client(AsyncResource):
         """Stop the refresher and close every connection (idempotent)."""
         self._closed = True
         if self._refresher is not None:
-            self._refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
+            await cancel_and_wait(self._refresher)
             self._refresher = None
         conns, self._conns = list(self._conns.values()), {}
         for conn in conns:

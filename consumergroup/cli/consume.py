@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import click
 
+from .._lifecycle import cancel_and_wait
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from ..consumer import Consumer, PartitionConsumer
 from ..errors import ConsumerGroupError, UnknownTopicOrPartitionError
@@ -337,9 +338,7 @@ async def _running(opts: _ConsumeOptions, printer: _Printer, out: Output) -> Asy
     try:
         yield
     finally:
-        reporter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reporter
+        await cancel_and_wait(reporter)
         if opts.rate and out.tty:
             out.write("\n")
         out.flush()
@@ -460,9 +459,7 @@ async def _consume_partitions(opts: _ConsumeOptions, cluster: ClusterOptions) ->
                 raise _failure(exc, cluster, joined=False) from None
             readers = _gather(pcs.values(), printer)
             await _until_stopped(opts, stopper, readers)
-            readers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await readers
+            await cancel_and_wait(readers)
     elapsed = loop.time() - started
     why = f" ({stopper.reason})" if stopper.reason else ""
     status(f"consumed {printer.count} messages in {elapsed:.1f}s{why}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import click
 
+from .._lifecycle import cancel_and_wait
 from ..client import Client
 from ..config import OFFSET_OLDEST, Config
 from ..errors import ConsumerGroupError
@@ -200,9 +201,7 @@ class _Member:
             await self.group.close()
             await asyncio.wait_for(asyncio.shield(self.task), 10.0)
         except TimeoutError:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await cancel_and_wait(self.task)
             stats.event(f"{self.name}: run() did not return after close(); cancelled")
         except ConsumerGroupError as exc:
             stats.event(f"{self.name}: run() failed: {exc}")
@@ -211,9 +210,8 @@ class _Member:
 
     async def abort(self) -> None:
         """Stop without waiting: cancel run(), then a short best-effort close()."""
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ConsumerGroupError):
-            await self.task
+        with contextlib.suppress(ConsumerGroupError):
+            await cancel_and_wait(self.task)
         with contextlib.suppress(TimeoutError, ConsumerGroupError):
             await asyncio.wait_for(self.group.close(timeout=1.0), 3.0)
         self.handler.state = "left"
@@ -444,9 +442,7 @@ class _Demo:
                     stats.event("all members closed (final commits, LeaveGroup)")
                 else:  # forced stop (second Ctrl-C) or an error: do not wait on anything
                     await asyncio.gather(*(m.abort() for m in active))
-                view.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await view
+                await cancel_and_wait(view)
         return self._summary(stopped_early=stopper.reason.startswith("SIG"))
 
     async def _rebalance(self, stop: asyncio.Event, leave_at: float, hard_deadline: float) -> None:

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import click
 
+from .._lifecycle import cancel_and_wait
 from ..client import Client
 from ..errors import UnknownTopicOrPartitionError
 from ._cluster import ClusterOptions, cluster_options
@@ -223,9 +224,7 @@ async def _send_until_stopped(sender: _Sender, source: BinaryIO) -> tuple[int, s
         await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         if not work.done():
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
+            await cancel_and_wait(work)
             return sender.sent, f" (stopped by {stopper.reason})"
         await work  # raises what ended it
     return sender.sent, ""

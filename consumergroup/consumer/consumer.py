@@ -9,11 +9,10 @@ its claims.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from .._lifecycle import AsyncResource
+from .._lifecycle import AsyncResource, cancel_and_wait
 from ..client import Client
 from ..config import Config
 from ..errors import (
@@ -294,11 +293,7 @@ class Consumer(AsyncResource):
         tasks = [bc.task for bc in self._brokers.values() if bc.task is not None]
         if self._reroute_task is not None:
             tasks.append(self._reroute_task)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
         self._brokers.clear()
         if self._own_client:
             await self._client.close()

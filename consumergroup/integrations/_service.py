@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._lifecycle import cancel_and_wait
 from ..errors import ConfigurationError
 from ..group.consumer_group import ConsumerGroup
 from ..group.handler import ConsumerGroupHandler
@@ -173,9 +174,7 @@ class LoopLagMonitor:
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     def lag(self) -> float | None:
         """The loop's scheduling delay (s); None while the monitor is not running."""
