@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -114,6 +115,7 @@ class Client(AsyncResource):
         # topic id (Kafka's base64 form) <-> name, from Metadata v10+ (KIP-848 assignments).
         self._topic_names: dict[str, str] = {}
         self._topic_ids: dict[str, str] = {}
+        self._internal: set[str] = set()  # __consumer_offsets and the like
         self._controller_id = -1
         # group -> coordinator; dropped by invalidate_coordinator() on NOT_COORDINATOR.
         self._coordinators: dict[str, BrokerInfo] = {}
@@ -249,7 +251,7 @@ class Client(AsyncResource):
         if not requested:
             # A full refresh lists every topic: forget the ones that are gone.
             self._topics = {}
-            self._topic_names, self._topic_ids = {}, {}
+            self._topic_names, self._topic_ids, self._internal = {}, {}, set()
         errors: dict[str, int] = {}
         for t in meta["topics"]:
             name, code = t["topic"], t["error_code"]
@@ -257,6 +259,8 @@ class Client(AsyncResource):
                 errors[name] = code
                 self._topics.pop(name, None)
                 continue
+            if t.get("is_internal"):
+                self._internal.add(name)
             topic_id = t.get("topic_id")
             if topic_id is not None and topic_id != NULL_TOPIC_ID:
                 stale = self._topic_ids.get(name)
@@ -297,6 +301,12 @@ class Client(AsyncResource):
         """Every topic in the cluster (fresh metadata)."""
         await self.refresh_metadata()
         return sorted(self._topics)
+
+    async def matching_topics(self, pattern: re.Pattern[str]) -> list[str]:
+        """The topics (fresh metadata, internal ones left out) whose whole name matches
+        ``pattern``: a regex subscription on the classic protocol (Java's rule)."""
+        await self.refresh_metadata()
+        return sorted(t for t in self._topics if t not in self._internal and pattern.fullmatch(t))
 
     def topic_name(self, topic_id: str) -> str | None:
         """The name of the topic with id ``topic_id`` in the cached metadata, if any."""

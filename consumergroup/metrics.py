@@ -66,6 +66,9 @@ METRIC_NAMES: dict[str, str] = {
     "consumergroup_rebalances": "Rebalances this member went through",
     "consumergroup_errors_dropped": "Errors errors() dropped because nobody read them",
     "consumergroup_assigned_partitions": "Partitions the member claims now",
+    "consumergroup_member_epoch": (
+        "The member epoch (consumer protocol) or generation id (classic), by protocol"
+    ),
     "consumergroup_event_loop_lag_seconds": "Event-loop scheduling delay seen by the member",
     "consumergroup_last_heartbeat_age_seconds": "Seconds since the last successful heartbeat",
     "consumergroup_lag": (
@@ -198,6 +201,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
     rebalances = counter("consumergroup_rebalances", _GROUP)
     errors_dropped = counter("consumergroup_errors_dropped", _GROUP)
     assigned = gauge("consumergroup_assigned_partitions", _GROUP)
+    epoch = gauge("consumergroup_member_epoch", ("group", "protocol"))
     loop_lag = gauge("consumergroup_event_loop_lag_seconds", _GROUP)
     heartbeat_age = gauge("consumergroup_last_heartbeat_age_seconds", _GROUP)
     lag = gauge("consumergroup_lag", _PARTITION)
@@ -213,6 +217,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
         rebalances.add_metric(g, stats.rebalances)
         errors_dropped.add_metric(g, stats.errors_dropped)
         assigned.add_metric(g, len(stats.partitions))
+        epoch.add_metric([*g, stats.protocol], stats.member_epoch)
         loop_lag.add_metric(g, stats.loop_lag)
         if stats.last_heartbeat_age is not None:
             heartbeat_age.add_metric(g, stats.last_heartbeat_age)
@@ -224,5 +229,5 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
             high_watermark.add_metric(labels, p.high_water_mark)
             records.add_metric(labels, p.records_consumed)
             nbytes.add_metric(labels, p.bytes_consumed)
-    yield from (state, rebalances, errors_dropped, assigned, loop_lag, heartbeat_age)
+    yield from (state, rebalances, errors_dropped, assigned, epoch, loop_lag, heartbeat_age)
     yield from (lag, position, committed, high_watermark, records, nbytes)

@@ -30,6 +30,7 @@ import functools
 import inspect
 import logging
 import math
+import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 import anyio
@@ -47,6 +48,7 @@ from ..errors import (
 )
 from ..retry import COORDINATOR_LOST, Backoff, is_transient
 from .claim import ConsumerGroupClaim
+from .consumer_membership import ConsumerMembership, Subscription
 from .handler import ConsumerGroupHandler
 from .logs import GroupLogger
 from .membership import Membership
@@ -103,7 +105,11 @@ class ConsumerGroup(AsyncResource):
         self.group_id = group_id
         self._client = Client(addrs, self.config)
         self._consumer = Consumer(client=self._client)
-        self._membership = Membership(self._client, group_id, self.config)
+        self._membership: Membership | ConsumerMembership = (
+            ConsumerMembership(self._client, group_id, self.config)
+            if self.config.consumer.group.protocol == "consumer"
+            else Membership(self._client, group_id, self.config)
+        )
         self.log = GroupLogger(_log, group_id, lambda: self._membership.member_id)
         # --- event-loop state ---
         # Partitions the user paused; re-applied to every new session's claims.
@@ -208,6 +214,14 @@ class ConsumerGroup(AsyncResource):
             state=self._state,
             member_id=self._membership.member_id,
             generation_id=session.generation_id if session is not None else -1,
+            protocol=self._membership.protocol,
+            member_epoch=(
+                self._membership.member_epoch
+                if isinstance(self._membership, ConsumerMembership)
+                else session.generation_id
+                if session is not None
+                else -1
+            ),
             rebalances=self._rebalances,
             partitions=partitions,
             last_heartbeat_age=heartbeat_age,
@@ -233,8 +247,13 @@ class ConsumerGroup(AsyncResource):
 
     # ------------------------------------------------------------------ sessions
 
-    async def run(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
+    async def run(self, topics: Subscription, handler: ConsumerGroupHandler) -> None:
         """Consume session after session until :meth:`close` (or a non-retriable error).
+
+        ``topics``: topic names, or a compiled pattern (``re.compile("orders-.*")``)
+        that subscribes to every topic whose whole name matches it, now and later: the
+        classic protocol matches it against the cluster's metadata (as Java's client
+        does), the consumer protocol sends it to the broker, which resolves it.
 
         Transient errors (broker restarts, network faults, coordinator moves) never
         end it: each goes to the log and to :meth:`errors`, the state is REBALANCING
@@ -247,7 +266,7 @@ class ConsumerGroup(AsyncResource):
         """
         await self._loop(topics, handler, once=False)
 
-    async def consume(self, topics: Sequence[str], handler: ConsumerGroupHandler) -> None:
+    async def consume(self, topics: Subscription, handler: ConsumerGroupHandler) -> None:
         """Join the group and run one session until it ends (sarama's ``Consume``).
 
         Transient errors while joining are retried as in :meth:`run`. Returns when
@@ -270,7 +289,13 @@ class ConsumerGroup(AsyncResource):
                     f"'async def {name}(...)' (a plain 'def' cannot be awaited)"
                 )
 
-    def _check_topics(self, topics: Sequence[str]) -> list[str]:
+    def _check_topics(self, topics: Subscription) -> list[str] | re.Pattern[str]:
+        if isinstance(topics, re.Pattern):
+            if not isinstance(topics.pattern, str) or not topics.pattern:
+                raise ConfigurationError(
+                    'a topic pattern must be a non-empty str pattern, e.g. re.compile("orders-.*")'
+                )
+            return topics
         if isinstance(topics, str):
             topics = [topics]
         if not topics or not all(isinstance(t, str) and t for t in topics):
@@ -278,7 +303,7 @@ class ConsumerGroup(AsyncResource):
         return sorted(set(topics))
 
     async def _loop(
-        self, topics: Sequence[str], handler: ConsumerGroupHandler, *, once: bool
+        self, topics: Subscription, handler: ConsumerGroupHandler, *, once: bool
     ) -> None:
         """The rebalance loop: join -> session -> end -> (backoff) -> join ...; see the module."""
         wanted = self._check_topics(topics)
@@ -306,7 +331,7 @@ class ConsumerGroup(AsyncResource):
                         await self._shutdown()
 
     async def _rebalance_loop(
-        self, topics: list[str], handler: ConsumerGroupHandler, once: bool
+        self, topics: list[str] | re.Pattern[str], handler: ConsumerGroupHandler, once: bool
     ) -> None:
         backoff = Backoff(self.config.consumer.group.rebalance.retry.backoff)
         if self._rebalance_started is None:
@@ -337,6 +362,8 @@ class ConsumerGroup(AsyncResource):
                 break
             backoff.reset()
             cause = await self._run_session(session, handler)
+            if cause is EndCause.FENCED and isinstance(self._membership, ConsumerMembership):
+                self._membership.reset()  # fenced by a commit: join again with epoch 0
             if once or self._closing:
                 return
             with anyio.CancelScope() as self._join_scope:
@@ -385,16 +412,25 @@ class ConsumerGroup(AsyncResource):
         cause = exc if isinstance(exc, ConsumerGroupError) else None
         self._push_error(ConsumerError(what, cause=cause or ConsumerGroupError(repr(exc))))
 
-    async def _open_session(self, topics: list[str]) -> ConsumerGroupSession:
+    async def _open_session(
+        self, subscription: list[str] | re.Pattern[str]
+    ) -> ConsumerGroupSession:
         """Session setup as one factory: join, offsets, partition consumers, session.
 
         On failure or cancellation it releases every PartitionConsumer it registered,
         so the next attempt never finds a partition "already being consumed".
         """
         await self.start()
-        await self._await_topics(topics)
+        if isinstance(subscription, re.Pattern):
+            topics = await self._client.matching_topics(subscription)
+        else:
+            topics = subscription
+            await self._await_topics(topics)
         counts = {t: len(self._client.cached_partitions(t) or ()) for t in topics}
-        generation = await self._membership.join(topics, owned={})
+        if isinstance(self._membership, ConsumerMembership):
+            generation = await self._membership.join(subscription, owned={})
+        else:
+            generation = await self._membership.join(topics, owned={})
         if self._closing:
             raise ClosedError("close() was called during the join")
         assigned = [(t, p) for t, parts in generation.assignment.items() for p in parts]
@@ -425,6 +461,7 @@ class ConsumerGroup(AsyncResource):
             on_end=lambda cause: self._set_state(GroupState.REBALANCING),
             open_claims=functools.partial(self._open_claims, offsets, topics),
             rebalancing=self._cooperative_rebalance,
+            subscription=subscription,
         )
         if unknown:
             session.end(
@@ -605,12 +642,13 @@ class ConsumerGroup(AsyncResource):
 
     # ------------------------------------------------------------------ close
 
-    async def _leave(self, deadline: float) -> None:
-        """LeaveGroup by ``deadline``; a failure only means the others wait for the session
-        timeout."""
+    async def _leave(self, deadline: float, permanent: bool = True) -> None:
+        """Leave by ``deadline``; a failure only means the others wait for the session
+        timeout. Not ``permanent``: a static member that will come back (consumer
+        protocol: epoch -2, which keeps its partitions for it; classic: nothing sent)."""
         with anyio.CancelScope(deadline=deadline):
             try:
-                await self._membership.leave()
+                await self._membership.leave(permanent)
             except ConsumerGroupError as exc:
                 self.log.info("LeaveGroup failed: %s", exc)
 
@@ -681,8 +719,8 @@ class ConsumerGroup(AsyncResource):
             return
         self._shutting_down = True
         try:
-            if self._started and self._leave_on_close:
-                await self._leave(self._close_deadline)
+            if self._started:
+                await self._leave(self._close_deadline, permanent=self._leave_on_close)
         finally:
             await self._consumer.close()
             await self._client.close()

@@ -69,6 +69,8 @@ class Generation:
 class Membership:
     """One member's identity in ``group`` and the calls that change it."""
 
+    protocol = "classic"
+
     def __init__(self, client: Client, group: str, config: Config) -> None:
         self._client = client
         self.group = group
@@ -404,8 +406,11 @@ class Membership:
         if resp.error_code:
             raise error_for_code(resp.error_code)(f"Heartbeat {self.group!r}")
 
-    async def leave(self) -> None:
+    async def leave(self, permanent: bool = True) -> None:
         """LeaveGroup, so the others rebalance now rather than after the session timeout.
+
+        Not ``permanent`` (a static member closing without ``leave_group``): nothing is
+        sent, and the member's partitions wait for it until its session timeout.
 
         After a cancelled join (close() during a join) it goes out twice: on a fresh
         connection, answered at once (Kafka then drops the pending join), and posted
@@ -414,7 +419,7 @@ class Membership:
         that left meanwhile, and it still processes the posted copy after that hold, even
         once this client closed the connection.
         """
-        if not self.member_id:
+        if not self.member_id or not permanent:
             return
         request = LeaveGroupRequest(self.group, self.member_id, self.instance_id)
         if self._abandoned is not None and not self._abandoned.closed:

@@ -38,6 +38,7 @@ import enum
 import inspect
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -50,11 +51,14 @@ from ..errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
     RebalanceInProgressError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
 )
 from ..retry import FENCED, Backoff, is_transient
 from .claim import ConsumerGroupClaim
+from .consumer_membership import ConsumerMembership
 from .logs import GroupLogger
+from .membership import Membership
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -62,8 +66,10 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..consumer.consumer import Consumer
     from ..message import ConsumerMessage
+    from .consumer_heartbeat import ConsumerHeartbeat
+    from .consumer_membership import Subscription
     from .handler import ConsumerGroupHandler
-    from .membership import Generation, Membership
+    from .membership import Generation
     from .offsets import OffsetManager
 
 _log = logging.getLogger(__name__)
@@ -125,7 +131,7 @@ class ConsumerGroupSession:
         partition_counts: dict[str, int],
         client: Client,
         consumer: Consumer,
-        membership: Membership,
+        membership: Membership | ConsumerMembership,
         offsets: OffsetManager,
         config: Config,
         on_error: ErrorSink,
@@ -134,6 +140,7 @@ class ConsumerGroupSession:
         on_end: Callable[[EndCause], None],
         open_claims: OpenClaims | None = None,
         rebalancing: Callable[[bool], None] | None = None,
+        subscription: Subscription | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -178,6 +185,11 @@ class ConsumerGroupSession:
         self._joined = anyio.Event()
         self._joined.set()
         self._revoking: set[TopicPartition] = set()
+        # What the member subscribes to (a pattern: the partition watcher also looks for
+        # new matching topics); on the consumer protocol (KIP-848), the task that
+        # heartbeats and applies each new target assignment while the session runs.
+        self._subscription = subscription
+        self._consumer_heartbeat: ConsumerHeartbeat | None = None
         # Per claim task: its cancel scope and an event set when it has ended.
         self._claim_tasks: dict[TopicPartition, tuple[anyio.CancelScope, anyio.Event]] = {}
         self._claim_group: anyio.abc.TaskGroup | None = None
@@ -199,6 +211,17 @@ class ConsumerGroupSession:
             f"<ConsumerGroupSession {self.group_id} member={self.member_id} "
             f"generation={self.generation_id} claims={self.claims}>"
         )
+
+    @property
+    def _classic(self) -> Membership:
+        """The membership, on the classic protocol (the only one its loops run for)."""
+        assert isinstance(self._membership, Membership)
+        return self._membership
+
+    def set_epoch(self, epoch: int) -> None:
+        """The consumer protocol's member epoch changed: commits and ``generation_id``
+        carry the new one from now on."""
+        self.generation_id = self.offsets.generation_id = epoch
 
     @property
     def claims(self) -> dict[str, list[int]]:
@@ -229,7 +252,7 @@ class ConsumerGroupSession:
         once the rejoin is over.
         """
         while not await self._commit():
-            await self._joined.wait()
+            await self._joined.wait()  # set unless a cooperative rejoin is in flight
 
     @property
     def _joining(self) -> bool:
@@ -249,6 +272,15 @@ class ConsumerGroupSession:
         joins, joining = self._joins, self._joining
         try:
             await self.offsets.commit()
+        except StaleMemberEpochError:
+            if self._consumer_heartbeat is None or self.done.is_set():
+                raise
+            # The coordinator moved the member to a newer epoch than this commit carried:
+            # the marks of partitions still owned go again under the epoch the next
+            # heartbeat brings (those of revoked partitions were released with them).
+            self.log.info("commit carried a stale member epoch; committing again")
+            await self._consumer_heartbeat.next_epoch()
+            return False
         except FENCED as exc:
             if not joining and joins == self._joins:
                 raise
@@ -308,14 +340,26 @@ class ConsumerGroupSession:
         assigned = sorted(self._claims)
         try:
             async with anyio.create_task_group() as background:
-                background.start_soon(self._guard, self._heartbeat_loop)
+                if isinstance(self._membership, ConsumerMembership):
+                    # The consumer protocol: the coordinator's assignments arrive by
+                    # heartbeat (and cover partition-count changes too).
+                    from .consumer_heartbeat import ConsumerHeartbeat
+
+                    assert self._subscription is not None
+                    self._consumer_heartbeat = ConsumerHeartbeat(
+                        self, self._membership, self._subscription, handler
+                    )
+                    background.start_soon(self._guard, self._consumer_heartbeat.run)
+                else:
+                    background.start_soon(self._guard, self._heartbeat_loop)
+                    background.start_soon(self._guard, self._watch_partitions)
                 if self.cooperative:
                     self._handler = handler
+                if self.cooperative and self._consumer_heartbeat is None:
                     background.start_soon(self._guard, self._cooperative_loop)
                 background.start_soon(self._guard, self.watchdog.run)
                 if self._config.consumer.offsets.auto_commit.enable:
                     background.start_soon(self._guard, self._commit_loop)
-                background.start_soon(self._guard, self._watch_partitions)
                 try:
                     if await self._user("on_assigned", handler, self, assigned) and (
                         await self._user("setup", handler, self)
@@ -546,7 +590,7 @@ class ConsumerGroupSession:
                 last_ok = anyio.current_time()
                 continue
             try:
-                await self._membership.heartbeat()
+                await self._classic.heartbeat()
             except RebalanceInProgressError as exc:
                 self._notify("on_heartbeat", exc)
                 last_ok = self.last_heartbeat = anyio.current_time()  # alive, told to rejoin
@@ -604,7 +648,7 @@ class ConsumerGroupSession:
             self._joins += 1
             self._joined = anyio.Event()
             try:
-                generation = await self._membership.join(topics, owned)
+                generation = await self._classic.join(topics, owned)
             except ConsumerGroupError as exc:
                 # Whoever owns the partitions now, it is not provably this member.
                 fatal = None if is_transient(exc) else exc
@@ -733,11 +777,22 @@ class ConsumerGroupSession:
                 await self.done.wait()
             if self.done.is_set():
                 return
+            pattern = self._subscription if isinstance(self._subscription, re.Pattern) else None
             try:
-                await self._client.refresh_metadata(*self._partition_counts)
+                if pattern is not None:
+                    matching = await self._client.matching_topics(pattern)
+                else:
+                    await self._client.refresh_metadata(*self._partition_counts)
             except ConsumerGroupError as exc:
                 self.log.info("partition watch could not refresh metadata: %s", exc)
                 continue
+            if pattern is not None and set(matching) != set(self._partition_counts):
+                self.rejoin_fresh = True
+                self.end(
+                    EndCause.PARTITIONS_CHANGED,
+                    f"the topics matching {pattern.pattern!r} are now {matching}",
+                )
+                return
             for topic, count in self._partition_counts.items():
                 now = len(self._client.cached_partitions(topic) or ())
                 if now != count:

@@ -88,6 +88,10 @@ class GroupStats:
     errors_dropped: int = 0
     #: Why the member FAILED (or the last transient error while it retries).
     error: str | None = None
+    #: The group protocol: ``"classic"`` or ``"consumer"`` (KIP-848), not the assignor.
+    protocol: str = "classic"
+    #: Consumer protocol: the member epoch (0 before it joins); classic: the generation id.
+    member_epoch: int = -1
 
     @property
     def claims(self) -> dict[str, list[int]]:
@@ -109,6 +113,8 @@ class GroupStats:
             "state": self.state.value,
             "member_id": self.member_id,
             "generation_id": self.generation_id,
+            "protocol": self.protocol,
+            "member_epoch": self.member_epoch,
             "rebalances": self.rebalances,
             "claims": self.claims,
             "lag": self.lag,

@@ -1,0 +1,149 @@
+"""The session's heartbeat task on the consumer group protocol (KIP-848).
+
+It replaces the classic session's heartbeat and cooperative-rejoin tasks: one task sends
+a ``ConsumerGroupHeartbeat`` at the interval the broker returns, and a second applies each
+new target assignment through the session's reconciler (the same code path that applies
+a cooperative generation: revoke what the target drops, then claim what it adds). When a
+reconciliation finished, the next heartbeat goes out at once: it reports the partitions
+the member now owns, which is how the coordinator learns that revoked partitions are free
+for their next owner.
+
+Errors: FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID end the session as FENCED (``on_lost``,
+no commit; the membership is back at epoch 0); a fenced instance id or a fatal error ends
+it with that error; transient errors are retried (every field is sent again) until no
+heartbeat got through for a whole session timeout (LOST).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..errors import (
+    ConsumerGroupError,
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    UnknownMemberIdError,
+)
+from ..retry import is_transient
+from .membership import Generation
+from .session import EndCause
+
+if TYPE_CHECKING:
+    from .consumer_membership import ConsumerMembership, Subscription
+    from .handler import ConsumerGroupHandler
+    from .session import ConsumerGroupSession
+
+
+class ConsumerHeartbeat:
+    """Heartbeats and reconciliation of one session of a consumer-protocol member."""
+
+    def __init__(
+        self,
+        session: ConsumerGroupSession,
+        membership: ConsumerMembership,
+        subscription: Subscription,
+        handler: ConsumerGroupHandler,
+    ) -> None:
+        self._session = session
+        self._membership = membership
+        self._subscription = subscription
+        self._handler = handler
+        self._wake = anyio.Event()  # set: heartbeat now (an acknowledgement is due)
+        self._target: dict[str, list[int]] | None = None  # the newest target not yet applied
+        self._pending = anyio.Event()  # set: _target holds a target to apply
+        self._beats = 0  # heartbeats answered (what a stale commit waits for)
+        self._beaten = anyio.Event()
+
+    def wake(self) -> None:
+        """Send the next heartbeat now."""
+        self._wake.set()
+
+    async def next_epoch(self) -> None:
+        """Heartbeat now and wait for its answer (a commit refused as STALE_MEMBER_EPOCH
+        goes again under the epoch it brings)."""
+        beats = self._beats
+        self.wake()
+        while self._beats == beats and not self._session.done.is_set():
+            await self._beaten.wait()
+
+    async def run(self) -> None:
+        """Both tasks, until the session's task group is cancelled."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._reconcile_loop)
+            await self._heartbeat_loop()
+            tasks.cancel_scope.cancel()
+
+    async def _heartbeat_loop(self) -> None:
+        session, membership = self._session, self._membership
+        timeout = session._config.consumer.group.session_timeout
+        last_ok = anyio.current_time()
+        full = False  # the join sent every field; send them again after an error
+        # Runs while handlers drain and the final commit goes out: the membership (and the
+        # epoch those commits carry) stays alive until the session's task group ends.
+        while True:
+            with anyio.move_on_after(membership.heartbeat_interval):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            session._sample_rates(anyio.current_time())
+            try:
+                target = await membership.heartbeat(
+                    self._subscription if full else None, session.claims
+                )
+            except (FencedMemberEpochError, UnknownMemberIdError) as exc:
+                session._notify("on_heartbeat", exc)
+                session.end(EndCause.FENCED, f"{type(exc).__name__}: the partitions moved on")
+                return
+            except FencedInstanceIdError as exc:
+                session._notify("on_heartbeat", exc)
+                session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
+                return
+            except ConsumerGroupError as exc:
+                session._notify("on_heartbeat", exc)
+                if not is_transient(exc):
+                    session.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
+                    return
+                full = True
+                if anyio.current_time() - last_ok > timeout:
+                    session.end(EndCause.LOST, f"no heartbeat got through for {timeout}s")
+                    return
+                session.log.info("heartbeat failed (%s); retrying", exc)
+                await anyio.sleep(session._config.metadata.retry.backoff)
+                continue
+            full = False
+            session._notify("on_heartbeat", None)
+            last_ok = session.last_heartbeat = anyio.current_time()
+            session.set_epoch(membership.member_epoch)
+            self._beats += 1
+            self._beaten.set()
+            self._beaten = anyio.Event()
+            if target is not None:
+                self._target = target
+                self._pending.set()
+
+    async def _reconcile_loop(self) -> None:
+        session = self._session
+        while not session.done.is_set():
+            await self._pending.wait()
+            self._pending = anyio.Event()
+            target, self._target = self._target, None
+            if target is None or session.done.is_set():
+                continue
+            assigned = {(t, p) for t, parts in target.items() for p in parts}
+            if assigned == set(session._claims):
+                continue  # a new epoch, the same partitions: nothing to apply
+            if session._rebalancing is not None:
+                session._rebalancing(True)
+            generation = Generation(
+                self._membership.member_epoch,
+                self._membership.member_id,
+                "",
+                "consumer",
+                target,
+                cooperative=True,
+            )
+            await session._apply(self._handler, generation)
+            if session._rebalancing is not None:
+                session._rebalancing(False)
+            self.wake()  # acknowledge: tell the coordinator what this member owns now
