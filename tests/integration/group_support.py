@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import consumergroup as cg
 
@@ -29,6 +30,18 @@ def group_config(**overrides: object) -> cg.Config:
         for name in parents:
             target = getattr(target, name)
         setattr(target, leaf, value)
+    return config
+
+
+def consumer_protocol_config(**overrides: object) -> cg.Config:
+    """group_config() on the consumer protocol (KIP-848): the broker sets the session
+    timeout and heartbeat interval (the Kafka fixture lowers them), so those keep their
+    defaults here."""
+    config = group_config(**overrides)
+    defaults = cg.Config().consumer.group
+    config.consumer.group.protocol = "consumer"
+    config.consumer.group.session_timeout = defaults.session_timeout
+    config.consumer.group.heartbeat_interval = defaults.heartbeat_interval
     return config
 
 
@@ -79,7 +92,7 @@ class Recorder(cg.ConsumerGroupHandler):
 async def running_member(
     bootstrap: str,
     group: str,
-    topics: list[str],
+    topics: Sequence[str] | re.Pattern[str],
     handler: cg.ConsumerGroupHandler,
     config: cg.Config | None = None,
 ) -> AsyncIterator[tuple[cg.ConsumerGroup, asyncio.Task[None]]]:

@@ -2,7 +2,8 @@
 
 ``python -m tests.integration.member_process BOOTSTRAP GROUP TOPIC`` prints one JSON
 line per event to stdout: claims, and the offsets of each batch once committed.
-``--instance-id ID`` makes it a static member (``consumer.group.instance_id``).
+``--instance-id ID`` makes it a static member (``consumer.group.instance_id``);
+``--protocol consumer`` a member on the consumer group protocol (KIP-848).
 
 With ``--record FILE --status FILE`` (the chaos suite) it appends the events to
 FILE instead (flushed per batch, before the batch is marked, so every committed
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import consumergroup as cg
-from tests.integration.group_support import group_config
+from tests.integration.group_support import consumer_protocol_config, group_config
 
 
 class Printer(cg.ConsumerGroupHandler):
@@ -49,6 +50,9 @@ class Printer(cg.ConsumerGroupHandler):
     ) -> None:
         # A cooperative session's claims change without a new setup().
         self._emit({"claims": session.claims, "t": time.time()})
+
+    async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self._emit({"lost": [p for _, p in partitions], "t": time.time()})
 
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
@@ -81,7 +85,8 @@ async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     status: dict[str, Any] = {"pid": os.getpid(), "run_error": None, "close_error": None}
-    config = group_config(net__dial_timeout=2.0, net__read_timeout=args.net_timeout)
+    make_config = consumer_protocol_config if args.protocol == "consumer" else group_config
+    config = make_config(net__dial_timeout=2.0, net__read_timeout=args.net_timeout)
     member = cg.ConsumerGroup([args.bootstrap], args.group, config)
     run = asyncio.create_task(member.run([args.topic], Printer(sink, False)), name="run")
     stopping = asyncio.create_task(stop.wait(), name="stop-wait")
@@ -125,11 +130,16 @@ def _describe(context: dict[str, Any]) -> str:
     return f"{context.get('message')}: {context.get('task', '')} {detail}"
 
 
-async def main(bootstrap: str, group: str, topic: str, instance_id: str | None) -> None:
-    config = group_config()
+async def main(
+    bootstrap: str, group: str, topic: str, instance_id: str | None, protocol: str
+) -> None:
+    config = consumer_protocol_config() if protocol == "consumer" else group_config()
     config.consumer.group.instance_id = instance_id
+    # On the consumer protocol auto-commit does the committing: a member frozen past the
+    # session timeout is fenced, and a commit() in the handler would raise that into it.
+    commit_each_batch = protocol != "consumer"
     async with cg.ConsumerGroup([bootstrap], group, config) as member:
-        await member.run([topic], Printer(sys.stdout, True))
+        await member.run([topic], Printer(sys.stdout, commit_each_batch))
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -142,6 +152,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--close-timeout", type=float, default=10.0)
     parser.add_argument("--net-timeout", type=float, default=5.0, help="net.read_timeout")
     parser.add_argument("--instance-id", help="static membership: consumer.group.instance_id")
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     return parser.parse_args(argv)
 
 
@@ -153,4 +164,4 @@ if __name__ == "__main__":
         with open(ns.status, "w") as out:
             json.dump(outcome, out)
         sys.exit(1 if outcome["run_error"] or outcome["close_error"] else 0)
-    asyncio.run(main(ns.bootstrap, ns.group, ns.topic, ns.instance_id))
+    asyncio.run(main(ns.bootstrap, ns.group, ns.topic, ns.instance_id, ns.protocol))

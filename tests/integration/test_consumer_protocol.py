@@ -1,0 +1,291 @@
+"""The consumer group protocol (KIP-848) on Apache Kafka 4.x, and its refusal on Tansu.
+
+Apache Kafka comes from the suite's fixture (``consumergroup.testing.KafkaCluster``, its
+consumer-group heartbeat interval and session timeout lowered), or from
+``KAFKA_BOOTSTRAP_SERVERS`` when that points at an existing 4.x cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
+from consumergroup.client import Client
+from consumergroup.testing import EmbeddedBroker
+from tests.conftest import unique
+from tests.helpers import produce
+from tests.integration.group_support import (
+    consumer_protocol_config,
+    group_config,
+    offsets_by_partition,
+    running_member,
+    wait_for,
+)
+from tests.integration.test_cooperative import Tracker, flat
+from tests.integration.test_static_membership import Child
+
+pytestmark = pytest.mark.slow
+
+
+@pytest_asyncio.fixture(scope="module")
+async def kafka() -> AsyncIterator[str]:
+    """Bootstrap of an Apache Kafka 4.x (one node) with lowered group.consumer.* timeouts."""
+    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if env:
+        yield env.split(",")[0]
+        return
+    cluster_type = getattr(cg.testing, "KafkaCluster", None)
+    if cluster_type is None:
+        pytest.skip("needs consumergroup.testing.KafkaCluster or KAFKA_BOOTSTRAP_SERVERS")
+    async with cluster_type() as cluster:
+        yield cluster.bootstrap.split(",")[0]
+
+
+async def new_kafka_topic(bootstrap: str, partitions: int) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    async with Client([bootstrap]) as client:
+        await client.create_topic(name, partitions)
+    return name
+
+
+async def committed_equals_end(bootstrap: str, group: str, topic: str) -> None:
+    """Every partition's committed offset is its log end: nothing more to read, none missed."""
+    async with ClusterAdmin([bootstrap]) as admin:
+        partitions = [(topic, p) for p in await admin.partitions(topic)]
+        committed = await admin.list_consumer_group_offsets(group, partitions)
+        ends = await admin.end_offsets(partitions)
+    assert committed == ends, (committed, ends)
+
+
+# ----------------------------------------------------------------------------- Tansu
+
+
+async def test_consumer_protocol_on_a_broker_without_kip848_fails_at_start_saying_classic() -> None:
+    async with EmbeddedBroker() as broker:
+        await broker.create_topic("t", 1)
+        config = consumer_protocol_config()
+        async with cg.ConsumerGroup([broker.bootstrap], unique(), config) as group:
+            with pytest.raises(cg.ConsumerGroupError, match="protocol = 'classic'") as info:
+                await asyncio.wait_for(group.run(["t"], Tracker("a")), 30)
+            assert "does not offer ConsumerGroupHeartbeat" in str(info.value)
+            assert group.state is cg.GroupState.FAILED
+            assert group.stats().protocol == "consumer"
+
+
+# ----------------------------------------------------------------------------- Kafka
+
+
+async def test_a_fourth_member_joins_and_leaves_without_stopping_unmoved_partitions(
+    kafka: str,
+) -> None:
+    topic = await new_kafka_topic(kafka, 12)
+    group = unique()
+    await produce(kafka, topic, [str(i).encode() for i in range(600)])
+    members = [Tracker(n) for n in "abc"]
+    groups: list[cg.ConsumerGroup] = []
+    async with (
+        running_member(kafka, group, [topic], members[0], consumer_protocol_config()) as (ga, _),
+        running_member(kafka, group, [topic], members[1], consumer_protocol_config()) as (gb, _),
+        running_member(kafka, group, [topic], members[2], consumer_protocol_config()) as (gc, _),
+    ):
+        groups = [ga, gb, gc]
+        await wait_for(
+            lambda: sorted(len(m.owned_now()) for m in members) == [4, 4, 4], 60, "a 4/4/4 split"
+        )
+        before = {m.name: m.owned_now() for m in members}
+        # Members joined one at a time, each taking its share from the others: only the
+        # revocations from here on are the fourth member's doing.
+        formed = {m.name: len(m.revoked) for m in members}
+        starts = {m.name: dict(m.started) for m in members}
+        sessions = [m.session for m in members]
+        epochs = [g.stats().member_epoch for g in groups]
+        assert all(g.stats().protocol == "consumer" for g in groups)
+        assert all(m.session is not None and m.session.generation_id > 0 for m in members)
+        d = Tracker("d")
+        async with running_member(kafka, group, [topic], d, consumer_protocol_config()):
+            await wait_for(
+                lambda: [len(m.owned_now()) for m in [*members, d]] == [3, 3, 3, 3],
+                60,
+                "a 3/3/3/3 split",
+            )
+            await produce(kafka, topic, [str(i).encode() for i in range(600, 900)])
+            during = {m.name: m.owned_now() for m in members}
+            moved_to_d = d.owned_now()
+        await wait_for(
+            lambda: sum(len(m.owned_now()) for m in members) == 12, 60, "d's partitions back"
+        )
+        await produce(kafka, topic, [str(i).encode() for i in range(900, 1200)])
+        await wait_for(
+            lambda: len({s for m in [*members, d] for s in m.seen}) >= 1200, 60, "every message"
+        )
+        # One session each, spanning the epochs; session.generation_id is the member epoch.
+        assert [m.session for m in members] == sessions
+        assert [len(m.sessions) for m in members] == [1, 1, 1]
+        later = [g.stats().member_epoch for g in groups]
+        assert all(new > old for new, old in zip(later, epochs, strict=True)), (epochs, later)
+        for m, g in zip(members, groups, strict=True):
+            assert m.session is not None and m.session.generation_id == g.stats().member_epoch
+            kept = before[m.name] & during[m.name]
+            assert len(kept) == 3, (m.name, before[m.name], during[m.name])
+            # Partitions that did not move were never revoked and their handler never ended.
+            revoked = flat(m.revoked[formed[m.name] :])
+            assert not kept & revoked, (m.name, m.revoked)
+            assert all(m.started[tp] == starts[m.name][tp] == 1 for tp in kept), m.name
+            assert all(m.ended[tp] == 0 for tp in kept), m.name
+            assert revoked == before[m.name] - during[m.name]
+            assert not m.lost
+        assert moved_to_d == set().union(*before.values()) - set().union(*during.values())
+    handled = offsets_by_partition([s for m in [*members, d] for s in m.seen])
+    assert sum(len(c) for c in handled.values()) == 1200, "a message was lost"
+    # The revoking member committed before the coordinator released a partition: its
+    # next owner starts where it stopped, so no message is handled twice.
+    assert all(max(c.values()) == 1 for c in handled.values()), "a message was handled twice"
+    await committed_equals_end(kafka, group, topic)
+
+
+class ConsumerChild(Child):
+    """member_process on the consumer protocol: its claims, offsets and lost partitions."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str | None) -> None:
+        super().__init__(bootstrap, group, topic, instance_id or "")
+        self.args = (bootstrap, group, topic, "--protocol", "consumer")
+        if instance_id is not None:
+            self.args += ("--instance-id", instance_id)
+        self.lost: list[list[int]] = []
+        self.events: list[dict[str, object]] = []
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            event = json.loads(line)
+            self.events.append(event)
+            if "claims" in event:
+                self.claims.append(event["claims"])
+            elif "lost" in event:
+                self.lost.append(event["lost"])
+            else:
+                self.seen.extend((self.topic, event["p"], o) for o in event["offsets"])
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+
+async def test_a_frozen_member_is_fenced_loses_its_partitions_and_rejoins_from_committed(
+    kafka: str,
+) -> None:
+    topic = await new_kafka_topic(kafka, 4)
+    group = unique()
+    await produce(kafka, topic, [str(i).encode() for i in range(400)])
+    frozen = ConsumerChild(kafka, group, topic, None)
+    survivor = Tracker("survivor")
+    await frozen.start()
+    try:
+        await wait_for(lambda: frozen.owned() == 4, 60, "the child to own everything")
+        async with running_member(kafka, group, [topic], survivor, consumer_protocol_config()) as (
+            member,
+            _,
+        ):
+            await wait_for(
+                lambda: len(survivor.owned_now()) == 2 and frozen.owned() == 2, 60, "a 2/2 split"
+            )
+            await wait_for(lambda: len({*frozen.seen, *survivor.seen}) >= 400, 60, "the first 400")
+            frozen_parts = {(topic, p) for p in frozen.claims[-1].get(topic, [])}
+            frozen.signal(signal.SIGSTOP)
+            # Past the broker's session timeout the coordinator fences it and hands its
+            # partitions to the survivor, which reads them from the committed offsets.
+            await wait_for(lambda: len(survivor.owned_now()) == 4, 60, "the survivor to own all")
+            await produce(kafka, topic, [str(i).encode() for i in range(400, 600)])
+            await wait_for(lambda: len({*frozen.seen, *survivor.seen}) >= 600, 60, "the next 200")
+            seen_before_thaw = len(frozen.seen)
+            frozen.signal(signal.SIGCONT)
+            # Its next heartbeat is refused: on_lost (no commit), then it joins as epoch 0.
+            await wait_for(lambda: bool(frozen.lost), 60, "the frozen member to lose its claims")
+            assert {(topic, p) for p in frozen.lost[0]} == frozen_parts
+            await wait_for(
+                lambda: frozen.owned() == 2 and len(survivor.owned_now()) == 2,
+                60,
+                "a 2/2 split again",
+            )
+            await produce(kafka, topic, [str(i).encode() for i in range(600, 800)])
+            await wait_for(lambda: len({*frozen.seen, *survivor.seen}) >= 800, 60, "the last 200")
+            assert len(frozen.seen) > seen_before_thaw, "the rejoined member read nothing"
+            assert member.stats().member_epoch > 0
+    finally:
+        if frozen.proc is not None and frozen.proc.returncode is None:
+            frozen.signal(signal.SIGCONT)
+        await frozen.kill()
+    handled = offsets_by_partition([*frozen.seen, *survivor.seen])
+    assert sum(len(c) for c in handled.values()) == 800, "a message was lost"
+
+
+async def test_a_static_member_restarted_within_the_session_timeout_moves_no_partition(
+    kafka: str,
+) -> None:
+    topic = await new_kafka_topic(kafka, 4)
+    group = unique()
+    await produce(kafka, topic, [str(i).encode() for i in range(400)])
+    survivor = Tracker("survivor")
+    static = consumer_protocol_config()
+    static.consumer.group.instance_id = "static-a"
+    other = consumer_protocol_config()
+    other.consumer.group.instance_id = "static-b"
+    first = Tracker("first")
+    async with running_member(kafka, group, [topic], survivor, other) as (member, _):
+        await wait_for(lambda: len(survivor.owned_now()) == 4, 60, "the survivor to own all")
+        async with running_member(kafka, group, [topic], first, static):
+            await wait_for(
+                lambda: len(survivor.owned_now()) == 2 and len(first.owned_now()) == 2,
+                60,
+                "a 2/2 split",
+            )
+            await wait_for(lambda: len({*first.seen, *survivor.seen}) >= 400, 60, "the first 400")
+            owned, session = survivor.owned_now(), survivor.session
+            theirs = first.owned_now()
+            revoked_before = len(survivor.revoked)
+        # close() of a static member sent epoch -2: the coordinator keeps its partitions
+        # for it until the session timeout, and gives them to nobody else.
+        second = Tracker("second")
+        async with running_member(kafka, group, [topic], second, static):
+            await wait_for(lambda: second.owned_now() == theirs, 30, "its partitions back")
+            await produce(kafka, topic, [str(i).encode() for i in range(400, 600)])
+            await wait_for(
+                lambda: len({*first.seen, *second.seen, *survivor.seen}) >= 600, 60, "all 600"
+            )
+            assert survivor.owned_now() == owned and survivor.session is session
+            assert len(survivor.revoked) == revoked_before
+            assert not flat(survivor.assigned[1:]), "the survivor was handed the restarted's"
+        assert member.stats().protocol == "consumer"
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+async def test_regex_subscription_takes_matching_topics_and_later_ones(
+    kafka: str, protocol: str
+) -> None:
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    async with Client([kafka]) as client:
+        await client.create_topic(first, 2)
+        await client.create_topic(f"x{prefix}-a", 2)  # no match: the whole name must match
+    config = consumer_protocol_config() if protocol == "consumer" else group_config()
+    member = Tracker(protocol)
+    pattern = re.compile(rf"{prefix}-.*")
+    async with running_member(kafka, unique(), pattern, member, config) as (group, _):
+        await wait_for(lambda: member.owned_now() == {(first, 0), (first, 1)}, 60, "topic a")
+        async with Client([kafka]) as client:
+            await client.create_topic(second, 1)
+        # The consumer protocol's broker resolves the pattern again; the classic member's
+        # partition watcher sees the new match and rejoins.
+        await wait_for(lambda: (second, 0) in member.owned_now(), 60, "the new matching topic")
+        assert {t for t, _ in member.owned_now()} == {first, second}
+        assert group.stats().protocol == protocol
