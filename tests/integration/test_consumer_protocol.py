@@ -1,27 +1,23 @@
 """The consumer group protocol (KIP-848) on Apache Kafka 4.x, and its refusal on Tansu.
 
 Apache Kafka comes from the suite's fixture (``consumergroup.testing.KafkaCluster``, its
-consumer-group heartbeat interval and session timeout lowered), or from
-``KAFKA_BOOTSTRAP_SERVERS`` when that points at an existing 4.x cluster.
+consumer-group heartbeat interval lowered to 0.5 s and session timeout to 6 s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
-from consumergroup.testing import EmbeddedBroker
+from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.conftest import unique
 from tests.helpers import produce
 from tests.integration.group_support import (
@@ -34,21 +30,14 @@ from tests.integration.group_support import (
 from tests.integration.test_cooperative import Tracker, flat
 from tests.integration.test_static_membership import Child
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+kafka_only = pytest.mark.kafka
 
 
-@pytest_asyncio.fixture(scope="module")
-async def kafka() -> AsyncIterator[str]:
-    """Bootstrap of an Apache Kafka 4.x (one node) with lowered group.consumer.* timeouts."""
-    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if env:
-        yield env.split(",")[0]
-        return
-    cluster_type = getattr(cg.testing, "KafkaCluster", None)
-    if cluster_type is None:
-        pytest.skip("needs consumergroup.testing.KafkaCluster or KAFKA_BOOTSTRAP_SERVERS")
-    async with cluster_type() as cluster:
-        yield cluster.bootstrap.split(",")[0]
+@pytest.fixture
+def kafka(kafka_cluster: KafkaCluster) -> str:
+    """Bootstrap of the suite's Apache Kafka (lowered group.consumer.* timeouts)."""
+    return kafka_cluster.bootstrap
 
 
 async def new_kafka_topic(bootstrap: str, partitions: int) -> str:
@@ -85,6 +74,7 @@ async def test_consumer_protocol_on_a_broker_without_kip848_fails_at_start_sayin
 # ----------------------------------------------------------------------------- Kafka
 
 
+@kafka_only
 async def test_a_fourth_member_joins_and_leaves_without_stopping_unmoved_partitions(
     kafka: str,
 ) -> None:
@@ -181,6 +171,7 @@ class ConsumerChild(Child):
         self.proc.send_signal(signum)
 
 
+@kafka_only
 async def test_a_frozen_member_is_fenced_loses_its_partitions_and_rejoins_from_committed(
     kafka: str,
 ) -> None:
@@ -229,6 +220,7 @@ async def test_a_frozen_member_is_fenced_loses_its_partitions_and_rejoins_from_c
     assert sum(len(c) for c in handled.values()) == 800, "a message was lost"
 
 
+@kafka_only
 async def test_a_static_member_restarted_within_the_session_timeout_moves_no_partition(
     kafka: str,
 ) -> None:
@@ -268,6 +260,7 @@ async def test_a_static_member_restarted_within_the_session_timeout_moves_no_par
         assert member.stats().protocol == "consumer"
 
 
+@kafka_only
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])
 async def test_regex_subscription_takes_matching_topics_and_later_ones(
     kafka: str, protocol: str
