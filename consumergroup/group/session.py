@@ -806,13 +806,12 @@ class ConsumerGroupSession:
                     return
 
 
-def _claim_on_stack(frame: FrameType | None) -> str:
+def _claim_on_stack(stack: Sequence[FrameType]) -> str:
     """Name the claim whose handler holds the loop, from the loop thread's stack."""
-    while frame is not None:
+    for frame in stack:
         if frame.f_code is ConsumerGroupSession._run_claim.__code__:
             claim = frame.f_locals.get("claim")
             return (
                 f"in consume_claim for {claim.topic}/{claim.partition}" if claim else "in a claim"
             )
-        frame = frame.f_back
     return "outside any claim handler"

@@ -6,6 +6,11 @@ own loop being blocked, so a watcher *thread* checks a timestamp the loop
 refreshes; when it goes stale for longer than ``threshold`` the thread reads
 the loop thread's current stack (``sys._current_frames``), finds the claim
 being processed and logs where it is stuck. It only reports; it changes nothing.
+
+The stack is captured (every frame and its line) the moment the stall is seen:
+the loop may resume at any time after that, and a coroutine frame that has
+suspended no longer links to its caller, so a later walk would stop short of
+the claim handler.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 import anyio
@@ -28,10 +33,11 @@ class LoopWatchdog:
 
     ``run()`` must be awaited in a task on the watched loop (it runs until
     cancelled); ``stalls`` counts the stalls seen, ``longest`` the longest one,
-    ``lag`` is the loop's lateness at its last tick.
+    ``lag`` is the loop's lateness at its last tick. ``describe`` names what
+    the loop is stuck in from its stack as captured at the stall, innermost frame first.
     """
 
-    def __init__(self, threshold: float, describe: Callable[[FrameType | None], str]) -> None:
+    def __init__(self, threshold: float, describe: Callable[[Sequence[FrameType]], str]) -> None:
         self.threshold = threshold
         self.stalls = 0
         self.longest = 0.0
@@ -80,15 +86,28 @@ class LoopWatchdog:
             if reported:
                 continue
             reported = True
-            self.stalls += 1
-            frame = sys._current_frames().get(self._loop_thread)
-            stack = traceback.format_stack(frame)[-6:] if frame is not None else []
+            stack = capture_stack(sys._current_frames().get(self._loop_thread))
+            summary = traceback.StackSummary.extract(reversed(stack), lookup_lines=False)
             log.warning(
                 "event loop blocked for %.1fs (> %.1fs, a third of the session timeout): %s. "
                 "Heartbeats cannot be sent meanwhile; move blocking work off the loop "
                 "(await anyio.to_thread.run_sync(...)). Stack:\n%s",
                 stalled,
                 self.threshold,
-                self._describe(frame),
-                "".join(stack),
+                self._describe([frame for frame, _ in stack]),
+                "".join(summary.format()[-6:]),
             )
+            self.stalls += 1
+
+
+def capture_stack(frame: FrameType | None) -> list[tuple[FrameType, int]]:
+    """The frames from ``frame`` outwards with the line each is at, read now.
+
+    A coroutine frame links to its caller only while it runs, and its line moves on
+    with it: both are read at once, while the watched thread is (still) stuck.
+    """
+    stack = []
+    while frame is not None:
+        stack.append((frame, frame.f_lineno))
+        frame = frame.f_back
+    return stack

@@ -273,14 +273,15 @@ async def test_killed_member_partitions_move_to_the_survivor(
 
 
 class Blocker(Recorder):
-    """Blocks the event loop (time.sleep) on its first message: the watchdog must name it."""
+    """Blocks the event loop on its first message until the watchdog has reported it."""
 
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
         async for msg in claim.messages():
-            if not self.seen:
-                time.sleep(2.5)  # noqa: ASYNC251 - blocking on purpose
+            deadline = time.monotonic() + 30
+            while not self.seen and not session.watchdog.stalls and time.monotonic() < deadline:
+                time.sleep(0.05)  # noqa: ASYNC251 - blocking on purpose
             self.seen.append((msg.topic, msg.partition, msg.offset))
             session.mark_message(msg)
 

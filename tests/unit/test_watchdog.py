@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 
 from consumergroup.group.watchdog import LoopWatchdog
@@ -17,7 +18,7 @@ async def test_stopping_waits_for_the_thread_off_the_loop() -> None:
     release = threading.Event()
     reporting = threading.Event()
 
-    def describe(frame: FrameType | None) -> str:
+    def describe(stack: Sequence[FrameType]) -> str:
         reporting.set()
         release.wait(10)
         return "test"
@@ -41,7 +42,7 @@ async def test_stopping_waits_for_the_thread_off_the_loop() -> None:
 
 
 async def test_lag_reports_how_late_the_loop_woke() -> None:
-    dog = LoopWatchdog(0.2, lambda frame: "test")
+    dog = LoopWatchdog(0.2, lambda stack: "test")
     task = asyncio.create_task(dog.run())
     try:
         await asyncio.sleep(0.01)
@@ -56,3 +57,43 @@ async def test_lag_reports_how_late_the_loop_woke() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_stack_is_the_one_of_the_stall_even_after_the_loop_moved_on() -> None:
+    # A fresh clone's report said "outside any claim handler": the thread walked the stack
+    # after formatting it, by when the handler's coroutine had suspended and no longer
+    # linked to its caller. Here the loop resumes and suspends before describe() looks.
+    released = threading.Event()
+    suspended = threading.Event()
+    described = threading.Event()
+    seen: list[bool] = []
+
+    def describe(stack: Sequence[FrameType]) -> str:
+        released.set()
+        suspended.wait(10)
+        seen.append(handler.__code__ in {frame.f_code for frame in stack})
+        described.set()
+        return "test"
+
+    def block() -> None:
+        released.wait(10)  # the loop is stuck until the watchdog reports
+
+    async def blocking() -> None:
+        block()
+
+    async def handler() -> None:
+        await blocking()
+        asyncio.get_running_loop().call_soon(suspended.set)  # runs once handler awaits
+        await asyncio.sleep(3600)
+
+    dog = LoopWatchdog(0.04, describe)
+    watching = asyncio.create_task(dog.run())
+    await asyncio.sleep(0)  # the watcher thread starts before the loop blocks
+    handling = asyncio.create_task(handler())
+    try:
+        await asyncio.to_thread(described.wait, 10)
+    finally:
+        for task in (handling, watching):
+            task.cancel()
+        await asyncio.gather(handling, watching, return_exceptions=True)
+    assert seen == [True]
