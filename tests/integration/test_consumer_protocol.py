@@ -7,6 +7,7 @@ consumer-group heartbeat interval lowered to 0.5 s and session timeout to 6 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -282,3 +283,66 @@ async def test_regex_subscription_takes_matching_topics_and_later_ones(
         await wait_for(lambda: (second, 0) in member.owned_now(), 60, "the new matching topic")
         assert {t for t, _ in member.owned_now()} == {first, second}
         assert group.stats().protocol == protocol
+
+
+@kafka_only
+@pytest.mark.parametrize("classic", ["eager", "cooperative"])
+async def test_online_migration_classic_to_consumer_and_back_one_member_at_a_time(
+    kafka: str, classic: str
+) -> None:
+    topic = await new_kafka_topic(kafka, 6)
+    group = unique()
+
+    def classic_config() -> cg.Config:
+        config = group_config()
+        if classic == "cooperative":
+            config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
+        return config
+
+    produced = 0
+
+    async def produce_more(count: int = 150) -> None:
+        nonlocal produced
+        await produce(kafka, topic, [str(i).encode() for i in range(produced, produced + count)])
+        produced += count
+
+    trackers: list[Tracker] = []
+
+    def handled() -> int:
+        return len({s for t in trackers for s in t.seen})
+
+    async with contextlib.AsyncExitStack() as stack:
+        slots: list[contextlib.AsyncExitStack] = []
+
+        async def start(name: str, config: cg.Config) -> Tracker:
+            tracker = Tracker(name)
+            trackers.append(tracker)
+            slot = contextlib.AsyncExitStack()
+            await slot.enter_async_context(running_member(kafka, group, [topic], tracker, config))
+            slots.append(slot)
+            return tracker
+
+        stack.push_async_callback(lambda: asyncio.gather(*(s.aclose() for s in slots)))
+        live = [await start(f"classic-{i}", classic_config()) for i in range(3)]
+        await produce_more()
+        await wait_for(lambda: handled() >= produced, 60, "the first records")
+        # Classic -> consumer, then consumer -> classic: one member at a time, same group.
+        for step, (kind, make) in enumerate(
+            [("consumer", consumer_protocol_config)] * 3 + [("classic", classic_config)] * 3
+        ):
+            index = step % 3
+            old_slot = slots[trackers.index(live[index])]
+            await old_slot.aclose()
+            live[index] = await start(f"{kind}-{step}", make())
+            await wait_for(
+                lambda: (
+                    sum(len(t.owned_now()) for t in live) == 6 and all(t.owned_now() for t in live)
+                ),
+                90,
+                f"step {step}: every partition owned by the 3 live members",
+            )
+            await produce_more()
+            await wait_for(lambda: handled() >= produced, 60, f"step {step}: every record")
+    seen = offsets_by_partition([s for t in trackers for s in t.seen])
+    assert sum(len(c) for c in seen.values()) == produced, "a message was lost"
+    await committed_equals_end(kafka, group, topic)
