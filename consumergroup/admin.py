@@ -7,6 +7,7 @@ and ``kafka-topics.sh`` do, as coroutines::
     async with ClusterAdmin(["127.0.0.1:9092"]) as admin:
         groups = await admin.list_groups()                  # {group: protocol type}
         [desc] = await admin.describe_groups(["my-group"])  # state, members, assignments
+                                                            # (either group protocol)
         committed = await admin.list_consumer_group_offsets("my-group")
         ends = await admin.end_offsets(committed)           # Fetch high watermarks
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment
@@ -30,16 +31,21 @@ from .consumer.positions import resolve_offsets
 from .errors import (
     ConsumerGroupError,
     NonEmptyGroupError,
+    error_for_code,
     raise_for_code,
 )
 from .group.offsets import OffsetManager
 from .net.protocol import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
     OffsetFetchRequest,
 )
 from .retry import COORDINATOR_LOST, retrying
+
+if TYPE_CHECKING:
+    from .net.connection import BrokerConnection
 
 __all__ = ["ClusterAdmin", "GroupDescription", "GroupMember", "TopicInfo"]
 
@@ -63,17 +69,29 @@ class GroupMember:
     client_id: str
     client_host: str
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    #: Consumer protocol (KIP-848) groups only: the member's epoch, the assignment the
+    #: coordinator is moving it to, its static instance id, and whether it speaks the
+    #: consumer protocol or is a classic member of a migrating group.
+    member_epoch: int | None = None
+    target_assignment: dict[str, list[int]] | None = None
+    instance_id: str | None = None
+    member_protocol: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
-    """A group's state, protocol and members (DescribeGroups)."""
+    """A group's state, protocol and members (DescribeGroups, or ConsumerGroupDescribe
+    for a consumer-protocol group: then ``group_protocol`` is ``"consumer"``,
+    ``protocol`` the broker's assignor and ``group_epoch``/``assignment_epoch`` set)."""
 
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: list[GroupMember]
+    group_protocol: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -134,16 +152,23 @@ class ClusterAdmin(AsyncResource):
         return dict(sorted(out.items()))
 
     async def describe_groups(self, groups: Iterable[str]) -> list[GroupDescription]:
-        """DescribeGroups at each group's coordinator, in the order given.
+        """Each group as its coordinator describes it, in the order given.
 
-        A group the cluster does not know comes back in state ``Dead`` with no
-        member (Kafka's answer), not as an error.
+        ConsumerGroupDescribe first where the broker offers it (Kafka 4.x): a group on
+        the consumer protocol (KIP-848) is described by it, with epochs and target
+        assignments; any other answer (a classic group, no such group) falls back to
+        DescribeGroups. A group the cluster does not know comes back in state ``Dead``
+        with no member (Kafka's answer), not as an error.
         """
         out: list[GroupDescription] = []
         for group in groups:
 
             async def attempt(group: str = group) -> GroupDescription:
                 conn = await self.client.coordinator(group)
+                if conn.version(ConsumerGroupDescribeRequest.API_KEY) is not None:
+                    described = await self._consumer_group(conn, group)
+                    if described is not None:
+                        return described
                 resp = await conn.send(DescribeGroupsRequest([group]))
                 code, group_id, state, protocol_type, protocol, members = resp.groups[0][:6]
                 raise_for_code(code, f"DescribeGroups {group!r}")
@@ -162,6 +187,44 @@ class ClusterAdmin(AsyncResource):
 
             out.append(await self._at_coordinator(group, "DescribeGroups", attempt))
         return out
+
+    async def _consumer_group(self, conn: BrokerConnection, group: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe: ``group`` if it is a consumer-protocol group, else None."""
+        resp = (await conn.send(ConsumerGroupDescribeRequest([group]))).to_object()
+        g = resp["groups"][0]
+        if g["error_code"]:
+            if error_for_code(g["error_code"]).retriable:
+                raise_for_code(g["error_code"], f"ConsumerGroupDescribe {group!r}")
+            return None  # a classic group (or none): DescribeGroups tells
+
+        def named(assignment: dict[str, Any]) -> dict[str, list[int]]:
+            return {
+                tp["topic_name"]: sorted(tp["partitions"]) for tp in assignment["topic_partitions"]
+            }
+
+        kinds = {0: "classic", 1: "consumer"}
+        return GroupDescription(
+            g["group_id"],
+            g["group_state"],
+            "consumer",
+            g["assignor_name"],
+            [
+                GroupMember(
+                    m["member_id"],
+                    m["client_id"],
+                    m["client_host"],
+                    named(m["assignment"]),
+                    member_epoch=m["member_epoch"],
+                    target_assignment=named(m["target_assignment"]),
+                    instance_id=m["instance_id"],
+                    member_protocol=kinds.get(m.get("member_type", -1)),
+                )
+                for m in g["members"]
+            ],
+            group_protocol="consumer",
+            group_epoch=g["group_epoch"],
+            assignment_epoch=g["assignment_epoch"],
+        )
 
     async def delete_groups(self, groups: Iterable[str]) -> None:
         """DeleteGroups: remove groups and their committed offsets.

@@ -29,24 +29,38 @@ def groups(cluster: ClusterOptions, as_json: bool) -> None:
     raise SystemExit(run_command(run))
 
 
+def _partitions_json(assignment: dict[str, list[int]]) -> list[dict[str, object]]:
+    return [{"topic": t, "partitions": parts} for t, parts in sorted(assignment.items())]
+
+
 def _describe_json(desc: GroupDescription) -> dict[str, object]:
-    return {
+    out: dict[str, object] = {
         "group": desc.group_id,
         "state": desc.state,
         "protocol_type": desc.protocol_type,
         "protocol": desc.protocol,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "host": m.client_host,
-                "assignment": [
-                    {"topic": t, "partitions": parts} for t, parts in sorted(m.assignment.items())
-                ],
-            }
-            for m in desc.members
-        ],
+        "group_protocol": desc.group_protocol,
     }
+    members: list[dict[str, object]] = []
+    for m in desc.members:
+        member: dict[str, object] = {
+            "member_id": m.member_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "assignment": _partitions_json(m.assignment),
+        }
+        if desc.group_protocol == "consumer":
+            member |= {
+                "instance_id": m.instance_id,
+                "member_epoch": m.member_epoch,
+                "member_protocol": m.member_protocol,
+                "target_assignment": _partitions_json(m.target_assignment or {}),
+            }
+        members.append(member)
+    if desc.group_protocol == "consumer":
+        out |= {"group_epoch": desc.group_epoch, "assignment_epoch": desc.assignment_epoch}
+    out["members"] = members
+    return out
 
 
 def _assigned(assignment: dict[str, list[int]]) -> str | None:
@@ -63,7 +77,9 @@ def describe(group: str, cluster: ClusterOptions, as_json: bool) -> None:
     """State, protocol and members of GROUP (client id, host, assigned partitions).
 
     Assigned partitions are decoded from the consumer protocol; brokers that do
-    not report assignments (Tansu) show "-".
+    not report assignments (Tansu) show "-". A group on the consumer group protocol
+    (KIP-848) also shows each member's epoch and target assignment (where the
+    coordinator is moving it; equal to the assignment once it has reconciled).
     """
 
     async def run() -> int:
@@ -73,6 +89,25 @@ def describe(group: str, cluster: ClusterOptions, as_json: bool) -> None:
             print_json(_describe_json(desc))
             return EXIT_OK
         protocol = f"{desc.protocol_type or '-'}/{desc.protocol or '-'}"
+        if desc.group_protocol == "consumer":
+            print_table(
+                ["MEMBER ID", "EPOCH", "CLIENT ID", "HOST", "ASSIGNMENT", "TARGET"],
+                [
+                    [
+                        m.member_id,
+                        m.member_epoch,
+                        m.client_id or None,
+                        m.client_host or None,
+                        _assigned(m.assignment),
+                        _assigned(m.target_assignment or {}),
+                    ]
+                    for m in desc.members
+                ],
+                title=f"group {desc.group_id}: state {desc.state}, consumer protocol "
+                f"(KIP-848), assignor {desc.protocol or '-'}, group epoch {desc.group_epoch}, "
+                f"assignment epoch {desc.assignment_epoch}, {len(desc.members)} member(s)",
+            )
+            return EXIT_OK
         print_table(
             ["MEMBER ID", "CLIENT ID", "HOST", "ASSIGNMENT"],
             [

@@ -21,6 +21,7 @@ from consumergroup.client import Client
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.conftest import unique
 from tests.helpers import produce
+from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     consumer_protocol_config,
     group_config,
@@ -346,3 +347,61 @@ async def test_online_migration_classic_to_consumer_and_back_one_member_at_a_tim
     seen = offsets_by_partition([s for t in trackers for s in t.seen])
     assert sum(len(c) for c in seen.values()) == produced, "a message was lost"
     await committed_equals_end(kafka, group, topic)
+
+
+@kafka_only
+async def test_admin_commands_on_a_consumer_protocol_group(kafka: str) -> None:
+    topic = await new_kafka_topic(kafka, 4)
+    group = unique()
+    await produce(kafka, topic, [b"v%d" % i for i in range(40)])
+    handlers = [Tracker("a"), Tracker("b")]
+    async with (
+        running_member(kafka, group, [topic], handlers[0], consumer_protocol_config()),
+        running_member(kafka, group, [topic], handlers[1], consumer_protocol_config()),
+    ):
+        await wait_for(
+            lambda: (
+                [len(h.owned_now()) for h in handlers] == [2, 2]
+                and len({s for h in handlers for s in h.seen}) == 40
+            ),
+            60,
+            "a 2/2 split, everything consumed",
+        )
+        described = await run_cli("describe", group, "-b", kafka, "--json")
+        table = await run_cli("describe", group, "-b", kafka)
+        refused = await run_cli("delete", group, "-b", kafka)
+    assert described.code == 0, described.err
+    desc = json.loads(described.out)
+    assert (desc["group"], desc["group_protocol"], desc["protocol"]) == (
+        group,
+        "consumer",
+        "uniform",
+    )
+    assert desc["group_epoch"] >= desc["assignment_epoch"] > 0
+    assert len(desc["members"]) == 2
+    for m in desc["members"]:
+        assert m["member_epoch"] > 0 and m["member_protocol"] == "consumer"
+        assert m["assignment"] == m["target_assignment"]  # reconciled
+    assert sorted(p for m in desc["members"] for a in m["assignment"] for p in a["partitions"]) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert table.code == 0, table.err
+    assert "consumer protocol (KIP-848), assignor uniform" in table.out
+    assert all(m["member_id"] in table.out for m in desc["members"])
+    assert refused.code == 1 and "still has members" in refused.err
+    # Without members: lag, reset-offsets and delete work on it as on a classic group.
+    lag = await run_cli("lag", group, "-b", kafka, "--json")
+    assert lag.code == 0, lag.err
+    assert sorted((r["partition"], r["committed"], r["lag"]) for r in json.loads(lag.out)) == [
+        (p, 10, 0) for p in range(4)
+    ]
+    reset = await run_cli("reset-offsets", group, "-b", kafka, "-t", topic, "--to-earliest",
+                          "--execute")  # fmt: skip
+    assert reset.code == 0, reset.err
+    lag = await run_cli("lag", group, "-b", kafka, "--json")
+    assert sorted(r["lag"] for r in json.loads(lag.out)) == [10, 10, 10, 10]
+    gone = await run_cli("delete", group, "-b", kafka)
+    assert gone.code == 0, gone.err
