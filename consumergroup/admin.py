@@ -196,6 +196,10 @@ class ClusterAdmin(AsyncResource):
             if error_for_code(g["error_code"]).retriable:
                 raise_for_code(g["error_code"], f"ConsumerGroupDescribe {group!r}")
             return None  # a classic group (or none): DescribeGroups tells
+        if g["group_epoch"] < 0:
+            # Not a consumer group either: Tansu answers every group this way (no error,
+            # no member, epochs -1) where Kafka says GROUP_ID_NOT_FOUND.
+            return None
 
         def named(assignment: dict[str, Any]) -> dict[str, list[int]]:
             return {
