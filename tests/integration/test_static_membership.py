@@ -20,14 +20,16 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import consumergroup as cg
 from consumergroup.errors import FencedInstanceIdError
-from consumergroup.testing import EmbeddedBroker, free_port
+from consumergroup.testing import EmbeddedBroker, KafkaCluster, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import KafkaFrameProxy, ProxyLink, produce
+from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     group_config,
     offsets_by_partition,
@@ -93,7 +95,32 @@ class Child:
 async def test_static_member_killed_and_restarted_causes_no_rebalance(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
-    topic = await new_topic(partitions=4)
+    await killed_and_restarted(bootstrap, await new_topic(partitions=4))
+
+
+@pytest.mark.kafka
+async def test_static_member_killed_and_restarted_causes_no_rebalance_on_kafka(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """Needs a real cluster: Kafka gives the restarted instance a new member id and fences
+    the old one (Tansu hands the same id back), and must still move no partition."""
+    topic = unique("static")
+    await kafka_cluster.create_topic(topic, 4)
+    await killed_and_restarted(kafka_cluster.bootstrap, topic, describe=True)
+
+
+async def describe_json(bootstrap: str, group: str) -> dict[str, Any]:
+    """``consumergroup describe GROUP --json`` (a subprocess, as users run it)."""
+    result = await run_cli("describe", group, "--bootstrap", bootstrap, "--json", timeout=60)
+    assert result.code == 0, result.err
+    described: dict[str, Any] = json.loads(result.out)
+    return described
+
+
+async def killed_and_restarted(bootstrap: str, topic: str, *, describe: bool = False) -> None:
+    """A static child process (4 partitions, 2 of them) SIGKILLed and restarted within the
+    session timeout: our other member sees no rebalance; with ``describe``, the CLI's
+    ``describe --json`` shows both members' client id, host and assignment meanwhile."""
     group = unique()
     await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
     first = Child(bootstrap, group, topic, "static-child")
@@ -122,6 +149,18 @@ async def test_static_member_killed_and_restarted_causes_no_rebalance(
             await wait_for(
                 lambda: len({*first.seen, *second.seen, *survivor.seen}) >= 600, 60, "all 600"
             )
+            if describe:
+                described = await describe_json(bootstrap, group)
+                assert described["state"] == "Stable" and len(described["members"]) == 2
+                shown = {(m["client_id"], m["host"].lstrip("/")) for m in described["members"]}
+                assert shown == {("test", "127.0.0.1")}, described
+                assignments = sorted(
+                    p
+                    for m in described["members"]
+                    for a in m["assignment"]
+                    for p in a["partitions"]
+                )
+                assert assignments == [0, 1, 2, 3], described
             after = member.stats()
             # The others saw nothing: same session, generation, claims; no rebalance.
             assert survivor.session is session and survivor.owned_now() == owned

@@ -76,11 +76,6 @@ async def test_partitions_created_while_the_group_consumes_are_read_from_the_ini
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a subscribed topic missing from metadata fails the member (run() ends) instead "
-    "of waiting for it to appear; being fixed as the missing-topic default",
-)
 async def test_members_of_a_brand_new_topic_wait_for_its_metadata_and_join(
     kafka_cluster: KafkaCluster,
 ) -> None:
