@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ._lifecycle import AsyncResource
@@ -314,6 +314,10 @@ _JVM_FLAGS = (
 )
 
 
+_LISTENER_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 class KafkaClusterError(ConsumerGroupError):
     """Apache Kafka could not be fetched or did not start (says what to install or check)."""
 
@@ -398,10 +402,12 @@ def _fetch_jars(home: Path, lib: Path) -> None:
 class _Node:
     """One KRaft node (broker and controller in one JVM) and its files."""
 
-    def __init__(self, node_id: int, home: Path) -> None:
+    def __init__(self, node_id: int, home: Path, listeners: Iterable[str] = ()) -> None:
         self.node_id = node_id
         self.port = free_port()
         self.controller_port = free_port()
+        #: listener name -> port, for the extra listeners (KafkaCluster's ``listeners``)
+        self.listener_ports = {name: free_port() for name in listeners}
         self.home = home / f"node-{node_id}"
         self.home.mkdir()
         self.proc: asyncio.subprocess.Process | None = None
@@ -448,6 +454,11 @@ class KafkaCluster(AsyncResource):
     - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB).
 
     ``extra_properties`` adds or overrides ``server.properties`` entries on every node.
+    ``listeners`` adds client listeners next to the plaintext one, ``{name: security
+    protocol}`` (``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``, ``PLAINTEXT``), each on a free
+    port of every node (:meth:`listener_bootstrap`); their settings (keystores,
+    ``sasl.enabled.mechanisms``, ``listener.name.<name>.<mechanism>.sasl.jaas.config``)
+    go in ``extra_properties``. The brokers talk to each other on the plaintext listener.
     """
 
     def __init__(
@@ -455,14 +466,27 @@ class KafkaCluster(AsyncResource):
         nodes: int = 1,
         start_timeout: float = 90.0,
         extra_properties: dict[str, str] | None = None,
+        listeners: Mapping[str, str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
+        self.listeners = dict(listeners or {})
+        for name, protocol in self.listeners.items():
+            if not _LISTENER_NAME.fullmatch(name) or name in ("PLAINTEXT", "CONTROLLER"):
+                raise ValueError(
+                    f"listener name {name!r}: use upper-case letters, digits and '_', "
+                    "other than PLAINTEXT and CONTROLLER (taken by the cluster)"
+                )
+            if protocol not in _SECURITY_PROTOCOLS:
+                raise ValueError(
+                    f"listener {name}: security protocol {protocol!r} is not one of "
+                    f"{', '.join(_SECURITY_PROTOCOLS)}"
+                )
         self.start_timeout = start_timeout
         self.extra_properties = dict(extra_properties or {})
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.log_dir = _owned_dir("kafka")
-        self._nodes = [_Node(i, self.log_dir) for i in range(nodes)]
+        self._nodes = [_Node(i, self.log_dir, self.listeners) for i in range(nodes)]
         self._classpath = ""
 
     @property
@@ -474,6 +498,12 @@ class KafkaCluster(AsyncResource):
     def bootstrap(self) -> str:
         """``"127.0.0.1:P1,127.0.0.1:P2,..."``: every node's client listener."""
         return ",".join(f"127.0.0.1:{node.port}" for node in self._nodes)
+
+    def listener_bootstrap(self, name: str) -> str:
+        """``"127.0.0.1:P1,..."``: every node's port of the extra listener ``name``."""
+        if name not in self.listeners:
+            raise KeyError(f"no listener {name!r}: this cluster has {sorted(self.listeners)}")
+        return ",".join(f"127.0.0.1:{node.listener_ports[name]}" for node in self._nodes)
 
     def log_path(self, node: int) -> Path:
         """Node ``node``'s log file (0-based)."""
@@ -491,14 +521,23 @@ class KafkaCluster(AsyncResource):
         replicas = min(n, 3)
         isr = min(replicas, 2)
         voters = ",".join(f"{x.node_id}@127.0.0.1:{x.controller_port}" for x in self._nodes)
+        extra = [f"{name}://127.0.0.1:{port}" for name, port in node.listener_ports.items()]
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
-            f"CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listeners": ",".join(
+                [
+                    f"PLAINTEXT://127.0.0.1:{node.port}",
+                    f"CONTROLLER://127.0.0.1:{node.controller_port}",
+                    *extra,
+                ]
+            ),
+            "advertised.listeners": ",".join([f"PLAINTEXT://127.0.0.1:{node.port}", *extra]),
+            "listener.security.protocol.map": ",".join(
+                ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+                + [f"{name}:{protocol}" for name, protocol in self.listeners.items()]
+            ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(node.home / "data"),
