@@ -11,7 +11,9 @@ import contextlib
 import json
 import re
 import signal
+import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -30,7 +32,15 @@ from tests.integration.group_support import (
     wait_for,
 )
 from tests.integration.test_cooperative import Tracker, flat
+from tests.integration.test_peers import (
+    PARTITIONS,
+    Ours,
+    assert_never_owned_twice,
+    feeding,
+    peer_intervals,
+)
 from tests.integration.test_static_membership import Child
+from tests.peers import PeerProcess, PeerUnavailable, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 kafka_only = pytest.mark.kafka
@@ -405,3 +415,116 @@ async def test_admin_commands_on_a_consumer_protocol_group(kafka: str) -> None:
     assert sorted(r["lag"] for r in json.loads(lag.out)) == [10, 10, 10, 10]
     gone = await run_cli("delete", group, "-b", kafka)
     assert gone.code == 0, gone.err
+
+
+class RdkafkaConsumerProtocolMember:
+    """A confluent-kafka (librdkafka) member with ``group.protocol=consumer``, polling in a
+    thread; records what it handles and its ownership intervals (monotonic clock)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        ck = pytest.importorskip("confluent_kafka")
+        self._consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 200,
+            }
+        )
+        self._topic = topic
+        self.records: list[tuple[int, int]] = []
+        self.intervals: dict[int, list[list[float | None]]] = {}
+        self._stop = False
+        self._thread: asyncio.Future[None] | None = None
+
+    def owned(self) -> set[int]:
+        return {p for p, spans in self.intervals.items() if spans and spans[-1][1] is None}
+
+    def _on_assign(self, _consumer: object, partitions: list[Any]) -> None:
+        for tp in partitions:
+            self.intervals.setdefault(tp.partition, []).append([time.monotonic(), None])
+
+    def _on_revoke(self, _consumer: object, partitions: list[Any]) -> None:
+        for tp in partitions:
+            self.intervals[tp.partition][-1][1] = time.monotonic()
+
+    def _poll(self) -> None:
+        self._consumer.subscribe(
+            [self._topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        while not self._stop:
+            msg = self._consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                self.records.append((msg.partition(), msg.offset()))
+        self._consumer.close()  # commits and leaves the group
+
+    async def start(self) -> RdkafkaConsumerProtocolMember:
+        self._thread = asyncio.get_running_loop().run_in_executor(None, self._poll)
+        return self
+
+    async def stop(self) -> None:
+        self._stop = True
+        assert self._thread is not None
+        await asyncio.wait_for(self._thread, 30)
+
+
+@kafka_only
+async def test_mixed_consumer_protocol_group_with_librdkafka_and_java_members(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic, group = unique("mixed"), unique("g-mixed")
+    await kafka_cluster.create_topic(topic, PARTITIONS)
+    ours = Ours()
+    rdkafka = RdkafkaConsumerProtocolMember(bootstrap, group, topic)
+    try:
+        build("java")
+    except PeerUnavailable as exc:
+        pytest.skip(str(exc))
+    java = PeerProcess("java", [
+        "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--protocol", "consumer",
+        "--rebalance-timeout", "10", "--records",
+    ])  # fmt: skip
+    everything = set(range(PARTITIONS))
+    async with (
+        feeding(bootstrap, topic) as feeder,
+        running_member(bootstrap, group, [topic], ours, consumer_protocol_config()) as (member, _),
+    ):
+        await wait_for(lambda: ours.owned() == everything, 60, "ours to own all")
+        # librdkafka joins, then the Java consumer: the coordinator splits three ways.
+        await rdkafka.start()
+        await wait_for(lambda: len(ours.owned()) == 3 and len(rdkafka.owned()) == 3, 60, "3/3")
+        await java.start()
+        await wait_for(
+            lambda: (
+                [len(ours.owned()), len(rdkafka.owned()), len(java.owned())] == [2, 2, 2]
+                and ours.owned() | rdkafka.owned() | java.owned() == everything
+            ),
+            60,
+            "2/2/2 over ours, librdkafka and Java",
+        )
+        # They leave in turn; ours ends with everything.
+        await rdkafka.stop()
+        await wait_for(lambda: len(ours.owned()) == 3 and len(java.owned()) == 3, 60, "3/3")
+        assert await java.stop() == 0, java.stderr.decode()[-3000:]
+        await wait_for(lambda: ours.owned() == everything, 60, "ours to own all again")
+        assert member.stats().protocol == "consumer"
+        feeder.stop()
+        await asyncio.sleep(0)  # let the feeder finish its last batch
+    acked = feeder.acked
+    seen = set(ours.records) | set(rdkafka.records) | set(java.records)
+    assert len(seen) == acked, "a record was lost"
+    # Every hand-over was graceful (commit, then release): nothing was handled twice.
+    assert len(ours.records) + len(rdkafka.records) + len(java.records) == acked
+    assert_never_owned_twice(
+        {
+            "ours": ours.intervals,
+            "librdkafka": rdkafka.intervals,
+            "java": peer_intervals(java, time.monotonic()),
+        }
+    )
+    await committed_equals_end(bootstrap, group, topic)
