@@ -7,7 +7,8 @@ first build, in the first test, takes a minute or two: hence the long timeout).
 
 Each test covers both directions of leadership: a peer joins first and leads the group
 (its assignor assigns to our member), leaves, then a peer joins our group, which our
-member now leads. Records are produced the whole time. At the end: every record was
+member now leads (on the consumer protocol, KIP-848, the broker assigns: Java's consumer
+only). Records are produced the whole time. At the end: every record was
 handled by some member, the group's commits equal the log ends, and no partition was
 owned by two members at once, so never twice in one generation; every hand-over being
 graceful, no record was handled twice either.
@@ -28,7 +29,8 @@ import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
-from tests.integration.group_support import group_config, wait_for
+from tests.helpers import produce
+from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
 from tests.peers import PeerProcess, PeerUnavailable, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -146,13 +148,25 @@ async def feeding(bootstrap: str, topic: str) -> AsyncIterator[Feeder]:
 
 
 def peer_args(bootstrap: str, topic: str, group: str, assignor: str) -> list[str]:
-    return [
-        "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--assignor", assignor,
-        "--session-timeout", "6", "--heartbeat", "0.5", "--rebalance-timeout", "10", "--records",
+    """The peer's command line: ``assignor`` "consumer" is the KIP-848 protocol (Java only)."""
+    args = [
+        "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--records",
+        "--session-timeout", "6", "--heartbeat", "0.5", "--rebalance-timeout", "10",
     ]  # fmt: skip
+    if assignor == "consumer":
+        return [*args, "--protocol", "consumer"]
+    return [*args, "--assignor", assignor]
 
 
-@pytest.fixture(params=["sarama", "java"])
+def our_config(assignor: str) -> cg.Config:
+    """Our member's config for the same strategy (or protocol) as the peer's."""
+    if assignor == "consumer":
+        return consumer_protocol_config()
+    strategy = cg.RangeAssignor() if assignor == "range" else cg.CooperativeStickyAssignor()
+    return group_config(consumer__group__rebalance__strategies=[strategy])
+
+
+@pytest.fixture
 def peer_kind(request: pytest.FixtureRequest) -> str:
     """Each peer, built once (skipped with the reason when its toolchain is missing)."""
     kind: str = request.param
@@ -163,7 +177,17 @@ def peer_kind(request: pytest.FixtureRequest) -> str:
     return kind
 
 
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize(
+    ("peer_kind", "assignor"),
+    [
+        ("sarama", "range"),
+        ("sarama", "cooperative-sticky"),
+        ("java", "range"),
+        ("java", "cooperative-sticky"),
+        ("java", "consumer"),  # KIP-848: the broker assigns; no member leads
+    ],
+    indirect=["peer_kind"],
+)
 async def test_a_peer_joins_and_leaves_our_group_in_both_directions_of_leadership(
     kafka_cluster: KafkaCluster, peer_kind: str, assignor: str
 ) -> None:
@@ -171,8 +195,7 @@ async def test_a_peer_joins_and_leaves_our_group_in_both_directions_of_leadershi
     topic = unique("peers")
     group = unique("g-peers")
     await kafka_cluster.create_topic(topic, PARTITIONS)
-    strategy = cg.RangeAssignor() if assignor == "range" else cg.CooperativeStickyAssignor()
-    config = group_config(consumer__group__rebalance__strategies=[strategy])
+    config = our_config(assignor)
     ours = Ours()
     args = peer_args(bootstrap, topic, group, assignor)
     first = await PeerProcess(peer_kind, args).start()
@@ -240,3 +263,26 @@ async def test_a_peer_joins_and_leaves_our_group_in_both_directions_of_leadershi
         if run is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(run, 10)
+
+
+@pytest.mark.parametrize("peer_kind", ["sarama", "java"], indirect=True)
+async def test_a_peer_in_throughput_mode_reads_to_expect_and_reports_its_rate(
+    kafka_cluster: KafkaCluster, peer_kind: str
+) -> None:
+    """The benchmarks' use of the peers: count to --expect, report, exit on its own."""
+    topic = unique("peers-tp")
+    await kafka_cluster.create_topic(topic, 3)
+    await produce(kafka_cluster.bootstrap, topic, [b"x" * 100] * 3000)
+    peer = PeerProcess(peer_kind, [
+        "--bootstrap", kafka_cluster.bootstrap, "--topic", topic, "--group", unique(),
+        "--mode", "throughput", "--expect", "3000",
+    ])  # fmt: skip
+    await peer.start()
+    try:
+        await wait_for(lambda: peer.has("closed"), 60, "the peer to report and close")
+    finally:
+        code = await peer.stop()
+    assert code == 0, peer.stderr.decode()[-3000:]
+    [result] = [e for e in peer.events if e["ev"] == "result"]
+    assert result["count"] >= 3000 and result["t_last"] >= result["t_first"] > 0
+    assert result["cpu_user"] + result["cpu_sys"] > 0 and result["maxrss_kb"] > 0
