@@ -713,7 +713,7 @@ class ConsumerGroupSession:
                 task[0].cancel()
         await self._user("on_revoked", handler, self, revoked)
         try:
-            await self.offsets.commit()
+            await self.commit()  # a stale member epoch: again under the next one
         except ConsumerGroupError as exc:
             self.log.warning(
                 "commit before revoking %s failed (%s): their new owners re-read from the "
