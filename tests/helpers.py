@@ -271,3 +271,27 @@ class KafkaFrameProxy:
         """Send a response frame on to the client."""
         link.client_writer.write(struct.pack(">i", len(frame)) + frame)
         await link.client_writer.drain()
+
+
+class RoutingProxy(KafkaFrameProxy):
+    """A KafkaFrameProxy that is the client's only path to its broker.
+
+    The broker advertises its own ``127.0.0.1:<port>`` in Metadata and FindCoordinator
+    answers; this proxy rewrites it to its own port (the same bytes but the port, so every
+    protocol version works, compact strings too), so a client that bootstraps through it
+    reaches the broker only through it. ``rewrites`` counts them: proof of the routing.
+    """
+
+    def __init__(self, target_port: int, listen_port: int = 0) -> None:
+        super().__init__(target_port, listen_port)
+        self.rewrites = 0
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        """Point the broker address in Metadata/FindCoordinator answers at this proxy."""
+        if key not in (3, 10):  # Metadata, FindCoordinator
+            return frame
+        broker = b"127.0.0.1" + struct.pack(">i", self.target_port)
+        if broker in frame:
+            self.rewrites += 1
+            return frame.replace(broker, b"127.0.0.1" + struct.pack(">i", self.port))
+        return frame

@@ -1,8 +1,7 @@
 """A fault-injecting loopback proxy in front of the embedded broker, one per member.
 
-The broker advertises its own address in Metadata and FindCoordinator answers;
-the proxy rewrites that address to its own, so a member that bootstraps through
-its proxy reaches the broker only through it (and every fault hits it).
+A RoutingProxy: a member that bootstraps through its proxy reaches the broker only
+through it (and every fault hits it).
 """
 
 from __future__ import annotations
@@ -10,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from tests.helpers import KafkaFrameProxy, ProxyLink
-
-_METADATA, _FIND_COORDINATOR = 3, 10
+from tests.helpers import ProxyLink, RoutingProxy
 
 
-class FaultProxy(KafkaFrameProxy):
+class FaultProxy(RoutingProxy):
     """A member's private path to the broker, with switchable faults.
 
     * :meth:`cut` closes every live connection (inherited);
@@ -30,20 +27,8 @@ class FaultProxy(KafkaFrameProxy):
     def __init__(self, target_port: int, listen_port: int = 0) -> None:
         super().__init__(target_port, listen_port)
         self.latency = 0.0
-        self.rewrites = 0  # address rewrites done: proof the member is routed through us
         self._drops = 0
         self._blackholing = False
-
-    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
-        """Point the broker address in Metadata/FindCoordinator answers at this proxy."""
-        if key not in (_METADATA, _FIND_COORDINATOR):
-            return frame
-        # host "127.0.0.1" then the int32 port, in every version (compact strings too).
-        broker = b"127.0.0.1" + struct.pack(">i", self.target_port)
-        if broker in frame:
-            self.rewrites += 1
-            return frame.replace(broker, b"127.0.0.1" + struct.pack(">i", self.port))
-        return frame
 
     async def open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """No broker connection for a client accepted into the black hole."""

@@ -1,8 +1,8 @@
 """A loopback proxy in front of one real broker that records (and can corrupt) Fetch requests.
 
-Every connection of the client goes through it: the broker's own address in Metadata
-answers is rewritten to the proxy's (the same bytes, another port), so the client dials
-the proxy for the partition leaders too. Each Fetch v12 request is decoded (session id,
+Every connection of the client goes through it (a RoutingProxy: the broker's address in
+Metadata answers becomes the proxy's), so the client dials the proxy for the partition
+leaders too. Each Fetch v12 request is decoded (session id,
 epoch, the partitions named and forgotten, its size on the wire), and each answer's
 session id, error and the partitions that carried records are added to it.
 
@@ -20,10 +20,10 @@ from typing import Literal
 
 from consumergroup.net.fetch import decode_fetch_response
 from tests import fetch_v12_wire
-from tests.helpers import KafkaFrameProxy, ProxyLink
+from tests.helpers import ProxyLink, RoutingProxy
 
 Key = tuple[str, int]
-_FETCH, _METADATA = 1, 3
+_FETCH = 1
 _SESSION = struct.Struct(">ii")  # session_id, session_epoch
 # After the v12 request header's tagged fields: replica_id, max_wait_ms, min_bytes,
 # max_bytes, isolation_level, then the session fields.
@@ -52,7 +52,7 @@ class SeenFetch:
         return self.epoch <= 0
 
 
-class FetchProxy(KafkaFrameProxy):
+class FetchProxy(RoutingProxy):
     """Forwards to the broker on ``127.0.0.1:target_port``; ``fetches`` holds what it saw."""
 
     def __init__(self, target_port: int) -> None:
@@ -101,14 +101,6 @@ class FetchProxy(KafkaFrameProxy):
                 if p[-1]
             ]
         await super().forward_response(link, frame)
-
-    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
-        """Metadata answers name the proxy where they named the broker."""
-        if key == _METADATA:
-            broker = b"127.0.0.1" + struct.pack(">i", self.target_port)
-            proxy = b"127.0.0.1" + struct.pack(">i", self.port)
-            return frame.replace(broker, proxy)
-        return frame
 
 
 def _decode(request: dict[str, object], size: int) -> SeenFetch:
