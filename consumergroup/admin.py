@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment
@@ -30,6 +31,7 @@ from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from .consumer.positions import resolve_offsets
 from .errors import (
     ConsumerGroupError,
+    GroupIdNotFoundError,
     NonEmptyGroupError,
     error_for_code,
     raise_for_code,
@@ -240,6 +242,8 @@ class ClusterAdmin(AsyncResource):
         """
         for group in groups:
             await self._check_empty(group, "deleting it")
+            if not await self.group_exists(group):  # Tansu deletes nothing without a word
+                raise GroupIdNotFoundError(f"group {group!r} does not exist")
 
             async def attempt(group: str = group) -> None:
                 conn = await self.client.coordinator(group)
@@ -248,6 +252,22 @@ class ClusterAdmin(AsyncResource):
                     raise_for_code(code, f"DeleteGroups {group_id!r}")
 
             await self._at_coordinator(group, "DeleteGroups", attempt)
+
+    async def group_exists(self, group: str, desc: GroupDescription | None = None) -> bool:
+        """Whether the cluster knows ``group``: it has members, or is listed by ListGroups
+        (a group with committed offsets and no member is).
+
+        DescribeGroups alone cannot tell: Kafka answers an unknown group as ``Dead``, but
+        Tansu as ``Empty``, like a group whose members left. ``desc``: the group's
+        description if the caller has it. Tansu lists names percent-encoded
+        (``h%C3%A9llo``): those match the decoded name too.
+        """
+        if desc is None:
+            [desc] = await self.describe_groups([group])
+        if desc.members or desc.state not in EMPTY_STATES | {""}:
+            return True
+        listed = await self.list_groups()
+        return group in listed or group in {unquote(name) for name in listed}
 
     async def _check_empty(self, group: str, doing: str) -> None:
         """Raise NonEmptyGroupError while ``group`` has members."""

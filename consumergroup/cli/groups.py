@@ -85,6 +85,8 @@ def describe(group: str, cluster: ClusterOptions, as_json: bool) -> None:
     async def run() -> int:
         async with cluster.admin() as admin:
             [desc] = await admin.describe_groups([group])
+            if not await admin.group_exists(group, desc):
+                raise CliFailure(f"group {group!r} does not exist (see: consumergroup groups)")
         if as_json:
             print_json(_describe_json(desc))
             return EXIT_OK
@@ -137,7 +139,9 @@ def delete(group: str, cluster: ClusterOptions) -> None:
                     f"group {group!r} still has members: stop them first, then delete it"
                 ) from None
             except GroupIdNotFoundError:
-                raise CliFailure(f"group {group!r} does not exist") from None
+                raise CliFailure(
+                    f"group {group!r} does not exist (see: consumergroup groups)"
+                ) from None
         status(f"deleted group {group!r}")
         return EXIT_OK
 

@@ -26,7 +26,7 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.group import SyncGroupRequest_v0, SyncGroupRequest_v3
 
 from consumergroup.admin import ClusterAdmin
-from consumergroup.errors import NonEmptyGroupError
+from consumergroup.errors import GroupIdNotFoundError, NonEmptyGroupError
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import KafkaFrameProxy, ProxyLink, produce
@@ -318,6 +318,44 @@ async def test_reset_and_delete_are_refused_while_the_group_has_members(
     assert gone.code == 0, gone.err
     listed = await run_cli("groups", "-b", bootstrap, "--json")
     assert group not in {g["group"] for g in json.loads(listed.out)}
+
+
+async def test_describe_and_delete_of_a_group_that_does_not_exist_fail_saying_so(
+    bootstrap: str,
+) -> None:
+    # Tansu describes an unknown group as "Empty" and deletes it without a word: the
+    # commands said "deleted group" (exit 0) and showed an empty group.
+    group = unique("nosuchgroup")
+    for command in ("describe", "delete"):
+        result = await run_cli(command, group, "-b", bootstrap)
+        assert result.code == 1, (command, result.err)
+        assert f"group {group!r} does not exist" in one_line_error(result)
+    async with ClusterAdmin([bootstrap]) as admin:
+        assert not await admin.group_exists(group)
+        with pytest.raises(GroupIdNotFoundError):
+            await admin.delete_groups([group])
+
+
+async def test_a_group_named_outside_ascii_is_found_by_its_own_name(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    # Tansu lists it percent-encoded ("h%C3%A9llo w%C3%B6rld"); describe, lag and delete
+    # take the name the group was created with.
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"a", b"b"])
+    group = f"héllo wörld {unique()}"
+    async with ClusterAdmin([bootstrap]) as admin:
+        await admin.commit_offsets(group, {(topic, 0): 1})
+        assert await admin.group_exists(group)
+    described = await run_cli("describe", group, "-b", bootstrap, "--json")
+    assert described.code == 0, described.err
+    assert json.loads(described.out)["group"] == group
+    lagging = await run_cli("lag", group, "-b", bootstrap, "--json")
+    assert json.loads(lagging.out) == [
+        {"topic": topic, "partition": 0, "committed": 1, "end": 2, "lag": 1}
+    ]
+    deleted = await run_cli("delete", group, "-b", bootstrap)
+    assert deleted.code == 0, deleted.err
 
 
 async def test_reset_to_datetime_finds_the_first_later_record(
