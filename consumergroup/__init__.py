@@ -35,6 +35,7 @@ from .errors import (
     KafkaError,
     ListenerMismatchError,
     NoBrokersAvailableError,
+    SilentListenerError,
 )
 from .group import (
     ConsumerGroup,
@@ -79,6 +80,7 @@ __all__ = [
     "RangeAssignor",
     "RecordHeader",
     "RoundRobinAssignor",
+    "SilentListenerError",
     "StickyAssignor",
     "__version__",
 ]

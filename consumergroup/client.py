@@ -37,6 +37,7 @@ from .errors import (
     ListenerMismatchError,
     NoBrokersAvailableError,
     RequestTimedOutError,
+    SilentListenerError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -195,7 +196,7 @@ class Client(AsyncResource):
             if conn is not None and not conn.closed:
                 return conn
         errors: list[str] = []
-        mismatched = 0
+        mismatched = silent = 0
         for host, port, node_id in candidates:
             try:
                 return await self._connect(host, port, "default", node_id)
@@ -208,16 +209,19 @@ class Client(AsyncResource):
                 CorruptMessageError,
                 OSError,
             ) as exc:
-                errors.append(f"{host}:{port}: {exc}")
+                silent += isinstance(exc, SilentListenerError)
+                where = f"{host}:{port}"
+                # Our errors name the address already; an OSError does not.
+                errors.append(str(exc) if where in str(exc) else f"{where}: {exc}")
+        details = "; ".join(dict.fromkeys(errors))
         if mismatched == len(candidates):
             # Every address answered, none as a Kafka listener: retrying cannot help.
-            raise ListenerMismatchError("; ".join(dict.fromkeys(errors)))
-        seeds = ", ".join(f"{h}:{p}" for h, p in self._seeds)
-        raise NoBrokersAvailableError(
-            f"none of the brokers answered (seeds: {seeds}; net.dial_timeout="
-            f"{self.config.net.dial_timeout}s): check the bootstrap addresses, the network "
-            f"and that the brokers are running. Details: {'; '.join(errors)}"
-        )
+            raise ListenerMismatchError(details)
+        if silent == len(candidates):
+            raise SilentListenerError(details)  # each says what was seen and asks
+        # The details name every address once, what to check, and net.dial_timeout where
+        # a dial ran out of it (not for a connection refused at once).
+        raise NoBrokersAvailableError(f"none of the brokers answered: {details}")
 
     # --------------------------------------------------------------------- metadata
 

@@ -119,6 +119,7 @@ __all__ = [
     "SaslAuthenticationFailedError",
     "SecurityDisabledError",
     "ShareSessionNotFoundError",
+    "SilentListenerError",
     "SnapshotNotFoundError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
@@ -191,6 +192,16 @@ class NoBrokersAvailableError(KafkaConnectionError):
     a cluster restarting looks like this for a while, so a running group keeps
     retrying with backoff. When it persists, the bootstrap addresses, the network
     or the brokers need attention (the message lists the addresses and the timeout).
+    """
+
+
+class SilentListenerError(NoBrokersAvailableError):
+    """The address (every seed, when the client raises it) accepted the TCP connection
+    but did not answer the Kafka ApiVersions request in time.
+
+    A stalled broker looks like this, and so does another service that waits for its
+    own protocol (an HTTP server): retriable, like every connection error, and the
+    message asks whether the address is a Kafka listener.
     """
 
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
-from ..client import Client
+from ..client import Client, parse_address
 from ..config import Config
 from ..errors import (
     ConfigurationError,
@@ -25,6 +25,7 @@ from ..errors import (
     ListenerMismatchError,
     NoBrokersAvailableError,
     RequestTimedOutError,
+    SilentListenerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -80,10 +81,16 @@ def format_claims(claims: dict[str, list[int]]) -> str:
 
 
 def split_bootstrap(bootstrap: str) -> list[str]:
-    """``a:1,b:2`` -> ``['a:1', 'b:2']``; an empty list is a usage error."""
+    """``a:1,b:2`` -> ``['a:1', 'b:2']``; an empty list or an address that is not
+    HOST:PORT is a usage error (before any connection is tried)."""
     addrs = [a.strip() for a in bootstrap.split(",") if a.strip()]
     if not addrs:
         raise CliError("--bootstrap is empty: give HOST:PORT of a Kafka broker")
+    for addr in addrs:
+        try:
+            parse_address(addr)
+        except ConfigurationError as exc:
+            raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
     return addrs
 
 
@@ -223,6 +230,9 @@ def explain_connect_error(exc: BaseException, bootstrap: str) -> CliError | None
         return CliError(f"bad --bootstrap {bootstrap!r}: {exc}")
     if isinstance(exc, ListenerMismatchError):  # its text says what was seen and what to change
         return CliError(f"{exc} (here: --tls and --bootstrap, or security.protocol)")
+    if isinstance(exc, SilentListenerError):
+        # Maybe another service, maybe a stalled broker: a failure, not a usage error.
+        return CliFailure(str(exc))
     if isinstance(exc, NoBrokersAvailableError | KafkaConnectionError | RequestTimedOutError):
         return CliFailure(
             f"no Kafka broker answered at {bootstrap}: check --bootstrap (HOST:PORT of a "

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from .._lifecycle import AsyncResource, cancel_and_wait
+from .._repeats import RepeatedWarning
 from ..client import Client
 from ..config import Config
 from ..errors import (
@@ -56,6 +57,8 @@ class Consumer(AsyncResource):
         # Partitions that lost their leader, waiting to be re-routed by _reroute_loop.
         self._orphans: asyncio.Queue[PartitionConsumer] = asyncio.Queue()
         self._reroute_task: asyncio.Task[None] | None = None
+        # During an outage every re-routing round fails alike: log the first, then summaries.
+        self._refresh_failures = RepeatedWarning(log)
         self._closed = False
         # What readers took per partition, over every PartitionConsumer it had (metrics).
         self._consumed: dict[TopicPartition, Consumed] = {}
@@ -203,14 +206,15 @@ class Consumer(AsyncResource):
                 if not is_transient(exc):
                     self._fail_all(live, "cannot find the partition's leader", exc)
                     continue
-                log.warning(
-                    "re-routing %d partitions: metadata refresh failed (%s); retrying in %.1fs",
+                self._refresh_failures.warning(
+                    "re-routing %d partitions: metadata refresh failed (%s); retrying every %.1fs",
                     len(live),
                     exc,
                     self.config.consumer.retry.backoff,
                 )
                 self._requeue(live)
                 continue
+            self._refresh_failures.recovered(f"re-routing {len(live)} partitions: metadata read")
             await self._route_all(live)
 
     async def _route_all(self, pcs: list[PartitionConsumer]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import ssl
 import struct
@@ -27,6 +28,7 @@ from ..errors import (
     KafkaConnectionError,
     ListenerMismatchError,
     RequestTimedOutError,
+    SilentListenerError,
     UnsupportedVersionError,
     raise_for_code,
 )
@@ -209,6 +211,8 @@ class BrokerConnection:
                     await authenticate(conn, config.net.sasl)
         except TimeoutError:
             conn.abort()
+            if conn._silent():
+                raise conn._silent_listener(config.net.dial_timeout) from None
             raise KafkaConnectionError(
                 f"could not connect to {conn.address} within net.dial_timeout="
                 f"{config.net.dial_timeout}s: check the address and that the broker is up"
@@ -216,6 +220,8 @@ class BrokerConnection:
         except RequestTimedOutError as exc:
             # read_timeout < dial_timeout: still a failed dial, not a failed request.
             conn.abort()
+            if conn._silent():
+                raise conn._silent_listener(config.net.read_timeout) from exc
             raise KafkaConnectionError(
                 f"could not connect to {conn.address}: it accepted the connection but "
                 f"{exc.context}: check that this is a Kafka listener and the broker is healthy"
@@ -281,9 +287,21 @@ class BrokerConnection:
             raise self._dial_failed(exc) from exc
         self._protocol = protocol
 
+    def _silent(self) -> bool:
+        """Connected, and no ApiVersions answer came (not a timeout of the dial or SASL)."""
+        return self._protocol is not None and not self.broker_versions
+
+    def _silent_listener(self, timeout: float) -> SilentListenerError:
+        return SilentListenerError(
+            f"{self.address} accepted the connection but did not answer the Kafka "
+            f"ApiVersions request within {timeout:g} s: is this a Kafka listener?"
+        )
+
     def _dial_failed(self, exc: OSError) -> KafkaConnectionError:
+        # The errno's text ("Connection refused"): asyncio's message repeats the address.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
         return KafkaConnectionError(
-            f"could not connect to {self.address}: {exc}: check the address "
+            f"could not connect to {self.address}: {reason}: check the address "
             "and that the broker is up"
         )
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import re
 import signal
 import sys
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from consumergroup.cli import render_bytes
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.cli_support import FAST, cli_env, reaped, run_cli, spawn
+from tests.integration.cli_support import FAST, ROOT, cli_env, reaped, run_cli, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -245,6 +247,73 @@ async def test_an_unreachable_bootstrap_is_one_helpful_line_and_exit_1(
     [line] = result.err.strip().splitlines()
     assert line.startswith(f"Error: no Kafka broker answered at {address}"), line
     assert "check --bootstrap" in line and "the broker is up" in line
+
+
+# ------------------------------------------------------------------- README's exit codes
+
+
+def readme_exit_codes() -> dict[int, str]:
+    """README's exit-code table: code -> its row's meaning."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| exit code | meaning |") :].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    return {int(code): meaning.strip() for code, meaning in rows}
+
+
+@contextlib.asynccontextmanager
+async def listener(answer: bytes | None) -> AsyncIterator[str]:
+    """A loopback port that accepts and then answers ``answer`` to the first bytes it
+    reads, or stays silent (None): another service on the port."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        if answer is not None:
+            writer.write(answer)
+        await reader.read()  # until the command goes away
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+
+
+async def test_the_readme_exit_code_table_is_what_the_command_does(bootstrap: str) -> None:
+    """Each case: what README's row for the code says (a phrase of it), the command."""
+    table = readme_exit_codes()
+    dead = f"127.0.0.1:{free_port()}"
+    http = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/html\r\n\r\n<html></html>"
+    async with listener(None) as silent, listener(http) as web:
+        cases: list[tuple[int, str, list[str]]] = [
+            (0, "done", ["topics", "-b", bootstrap]),
+            (1, "a group that does not exist", ["describe", unique(), "-b", bootstrap]),
+            (1, "no Kafka broker answered", ["topics", "-b", dead]),
+            (1, "accepted the connection but did not answer", ["topics", "-b", silent]),
+            (2, "a bad option", ["topics", "--no-such-option"]),
+            (2, "malformed bootstrap address", ["topics", "-b", "127.0.0.1"]),
+            (2, "malformed bootstrap address", ["topics", "-b", "127.0.0.1:abc"]),
+            (2, "an unknown topic", ["lag", "g", "-t", unique("no-such"), "-b", bootstrap]),
+            (2, "another protocol answered", ["topics", "-b", web]),
+            (2, "TLS/plaintext mismatch", ["topics", "--tls", "-b", bootstrap]),
+        ]
+        results = await asyncio.gather(
+            *(run_cli(*args, "--connect-timeout", "3", timeout=30) for _, _, args in cases)
+        )
+    for (code, says, args), result in zip(cases, results, strict=True):
+        assert says in table[code], f"README's row for {code} does not say {says!r}"
+        assert result.code == code, (args, result.err)
+        if code:
+            assert "Traceback" not in result.err, result.err
+            assert result.err.strip().splitlines()[-1].startswith("Error: "), result.err
+    silent_err = results[3].err
+    assert re.search(
+        r"127\.0\.0\.1:\d+ accepted the connection but did not answer the Kafka ApiVersions "
+        r"request within 3 s: is this a Kafka listener\?",
+        silent_err,
+    ), silent_err
+    # 130 (a second Ctrl-C) is checked where signals are; every other code is above.
+    assert set(table) == {0, 1, 2, 130}
 
 
 # ----------------------------------------------------------------------------- demo

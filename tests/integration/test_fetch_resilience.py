@@ -20,12 +20,13 @@ from aiokafka.protocol import fetch
 import consumergroup as cg
 from consumergroup.message import ConsumerMessage
 from consumergroup.net.fetch import decode_fetch_response
+from consumergroup.testing import EmbeddedBroker
 
 from .. import fetch_v12_wire
 from ..conftest import TopicFactory, unique
 from ..helpers import produce
 from .cluster_proxy import FakeCluster
-from .group_support import group_config
+from .group_support import group_config, wait_for
 from .test_connection import split
 
 pytestmark = pytest.mark.timeout(90)
@@ -106,6 +107,33 @@ async def test_orphans_survive_no_broker_answering_and_come_back(
     for p in range(3):
         assert reader.values(p) == [b"before", b"during", b"after"], p  # nothing lost
     assert not [r for r in caplog.records if r.name == "asyncio"], "an unretrieved task error"
+
+
+async def test_an_outage_is_one_warning_naming_each_address_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Every re-routing round logged the same warning (every consumer.retry.backoff), each
+    # listing the address twice and blaming net.dial_timeout for a refused connection.
+    caplog.set_level(logging.DEBUG, logger="consumergroup.consumer")
+
+    def refresh_failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "metadata refresh failed" in r.getMessage()]
+
+    async with EmbeddedBroker() as broker, cg.Consumer([broker.bootstrap], outage_config()) as c:
+        await broker.create_topic("t", 2)
+        pcs = await c.consume_partitions({("t", p): cg.OFFSET_OLDEST for p in range(2)})
+        reader = Reader(pcs)
+        try:
+            await produce_everywhere(broker.bootstrap, "t", 2, b"before")
+            await reader.wait_for(b"before", timeout=15)
+            await broker.close()  # every dial refused from now on
+            await wait_for(lambda: len(refresh_failures()) >= 3, 30, "three failed rounds")
+        finally:
+            await reader.stop()
+    [warning] = [r for r in refresh_failures() if r.levelno == logging.WARNING]
+    text = warning.getMessage()
+    assert text.count(broker.bootstrap) == 1, text
+    assert "Connection refused" in text and "dial_timeout" not in text, text
 
 
 async def test_a_black_holed_leader_costs_one_dial_per_round_not_one_per_partition(
