@@ -9,6 +9,7 @@ pickled) is rebuilt from it in each process by :meth:`SourceOptions.config`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
@@ -42,6 +43,7 @@ _KNOWN = {
         "endingOffsets",
         "startingTimestamp",
         "startingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
         "maxOffsetsPerTrigger",
         "minOffsetsPerTrigger",
         "maxTriggerDelay",
@@ -74,8 +76,6 @@ _IGNORED = {
         "fetchOffset.retryIntervalMs": "offset look-ups retry per the client's metadata.retry",
         "kafkaConsumer.pollTimeoutMs": "fetches long-poll per consumer.max_wait_time",
         "maxRecordsPerPartition": "use minPartitions to split large ranges",
-        "startingOffsetsByTimestampStrategy": "a timestamp with no record at or after it "
-        "starts at the latest offset",
         "kafka.auto.offset.reset": "startingOffsets decides where a query starts",
         "kafka.enable.auto.commit": "offsets live in Spark's checkpoint (see kafka.group.id)",
         "kafka.key.deserializer": "key and value are binary columns",
@@ -125,6 +125,9 @@ class SourceOptions:
     keystore: str | None = None
     key_password: str | None = field(default=None, repr=False)
     check_hostname: bool = True
+    #: startingOffsetsByTimestampStrategy: "error" (Spark's default) or "latest" where a
+    #: partition has no record at or after the starting timestamp.
+    timestamp_strategy: Literal["error", "latest"] = "error"
 
     def matches(self, topic: str) -> bool:
         """Whether ``subscribePattern`` takes ``topic`` (a full match, as Java's ``matches()``)."""
@@ -173,20 +176,32 @@ class SourceOptions:
         return context
 
 
-def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def warn_unused(raw: Mapping[str, str]) -> None:
+    """Log each option this source ignores, and each unknown one with the closest known name.
+
+    Spark lowercases option names before a Python source sees them, so an unknown name
+    is shown lowercased, and the suggestion in its documented spelling.
+    """
+    for key in (str(k).lower() for k in raw):
+        if key in _IGNORED:
+            log.warning("option %s is ignored: %s", key, _IGNORED[key])
+        elif key not in _KNOWN and key not in _UNSUPPORTED and not key.startswith("spark."):
+            close = difflib.get_close_matches(key, [*_KNOWN, *_IGNORED], n=1, cutoff=0.75)
+            hint = f": did you mean {_KNOWN.get(close[0], close[0])}?" if close else ""
+            log.warning("option %r is not an option of format('consumergroup')%s", key, hint)
+
+
+def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
     """Check ``raw`` (Spark's option map) and return the :class:`SourceOptions`.
 
+    ``streaming`` None checks what holds for both a batch and a streaming read
+    (the data source's schema() does not know which one it serves).
     Raises :class:`~consumergroup.ConfigurationError` naming the option at fault.
     """
     opts = {str(k).lower(): str(v) for k, v in raw.items()}
     for key, why in _UNSUPPORTED.items():
         if key in opts:
             raise _fail(why.split(" ", 1)[0], opts[key], why.split(": ", 1)[1])
-    for key in opts:
-        if key in _IGNORED:
-            log.warning("option %s is ignored: %s", key, _IGNORED[key])
-        elif key not in _KNOWN and not key.startswith("spark."):
-            log.warning("option %s is not used by format('consumergroup')", key)
 
     servers = opts.get("kafka.bootstrap.servers", "").strip()
     if not servers:
@@ -219,10 +234,10 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     else:
         assign = _parse_assign(opts["assign"])
 
-    starting = _offset_spec(opts, "startingOffsets", "latest" if streaming else "earliest")
-    if not streaming and starting == "latest":
+    starting = _offset_spec(opts, "startingOffsets", "earliest" if streaming is False else "latest")
+    if streaming is False and starting == "latest":
         raise _fail("startingOffsets", "latest", "a batch read cannot start at latest")
-    if isinstance(starting, dict) and not streaming and LATEST in starting.values():
+    if isinstance(starting, dict) and streaming is False and LATEST in starting.values():
         raise _fail(
             "startingOffsets", opts["startingoffsets"], "-1 (latest) is not allowed in a batch read"
         )
@@ -244,6 +259,14 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
                 opts["startingoffsetsbytimestamp"],
                 "timestamps are milliseconds since the epoch (>= 0)",
             )
+
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise _fail(
+            "startingOffsetsByTimestampStrategy",
+            strategy,
+            "use error (fail where no record is at or after the timestamp) or latest",
+        )
 
     max_per = _long(opts, "maxOffsetsPerTrigger", low=1)
     min_per = _long(opts, "minOffsetsPerTrigger", low=1)
@@ -278,6 +301,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         client_id=opts.get("kafka.client.id", "").strip() or "consumergroup-spark",
         read_committed=isolation == "read_committed",
         request_timeout=timeout_ms / 1000 if timeout_ms is not None else None,
+        timestamp_strategy="latest" if strategy == "latest" else "error",
         **_security(opts),
     )
 

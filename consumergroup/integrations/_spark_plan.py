@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 from ..client import Client
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
 from ..consumer.positions import list_offsets, resolve_offsets
-from ..errors import ConsumerError, UnknownTopicOrPartitionError
+from ..errors import ConfigurationError, ConsumerError, UnknownTopicOrPartitionError
 from ..group.offsets import OffsetManager
-from ._spark_options import EARLIEST, LATEST, SourceOptions, TopicPartition, log
+from ._spark_options import EARLIEST, LATEST, SourceOptions, TopicPartition, _fail, log
 
 T = TypeVar("T")
 Offsets = dict[TopicPartition, int]
@@ -96,6 +96,36 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     return out
 
 
+def check_covers(
+    option: str, spec: Mapping[TopicPartition, int], tps: list[TopicPartition]
+) -> None:
+    """Per-partition offsets must name every partition read, and only those (as Spark's
+    Kafka source requires): a typo in a topic or partition number fails here, named."""
+    topics = {t for t, _ in tps}
+    unknown = sorted({t for t, _ in spec} - topics)
+    if unknown:
+        raise _fail(option, to_json(spec), f"names topics {unknown} that this query does not read")
+    bad = sorted(set(spec) - set(tps))
+    if bad:
+        raise _fail(
+            option,
+            to_json(spec),
+            "names partitions that do not exist: "
+            + ", ".join(
+                f"{t}/{p} ({t} has {sum(1 for x, _ in tps if x == t)} partitions)" for t, p in bad
+            ),
+        )
+    missing = sorted(set(tps) - set(spec))
+    if missing:
+        raise _fail(
+            option,
+            to_json(spec),
+            "leaves out partitions "
+            + ", ".join(f"{t}/{p}" for t, p in missing)
+            + ": give every partition read an offset (-2 earliest, -1 latest)",
+        )
+
+
 def data_loss(opts: SourceOptions, message: str) -> None:
     """Fail with ``message`` under failOnDataLoss=true; log it and go on otherwise."""
     if opts.fail_on_data_loss:
@@ -140,11 +170,14 @@ class Planner:
 
     # ------------------------------------------------------------------ partitions
 
-    async def partitions(self, known: Iterable[TopicPartition] = ()) -> list[TopicPartition]:
+    async def partitions(
+        self, known: Iterable[TopicPartition] = (), *, resuming: bool = False
+    ) -> list[TopicPartition]:
         """The partitions the options select, from fresh metadata.
 
         A subscribed or assigned topic that does not exist raises, unless it was
-        read before (in ``known``): then it was deleted, which follows failOnDataLoss.
+        read before (in ``known``, or any topic when ``resuming`` a query whose
+        offsets are not known yet): then it was deleted, which follows failOnDataLoss.
         """
         client = await self.client()
         opts = self.opts
@@ -160,7 +193,7 @@ class Planner:
         for topic in topics:
             parts = client.cached_partitions(topic)
             if parts is None:
-                if topic in had:
+                if topic in had or resuming:
                     deleted.add(topic)
                     continue
                 raise UnknownTopicOrPartitionError(
@@ -196,23 +229,34 @@ class Planner:
         wanted = dict.fromkeys(tps, OFFSET_NEWEST)
         return await resolve_offsets(client, client.config, wanted) if wanted else {}
 
-    async def by_timestamp(self, stamps: Mapping[TopicPartition, int]) -> Offsets:
-        """First offset with a timestamp >= the given one; the log end where there is none."""
+    async def after_time(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """First offset with a timestamp >= the given one; -1 where no record is that recent."""
         client = await self.client()
-        isolation = int(self.opts.read_committed)
-        found = await list_offsets(client, isolation, stamps)
-        none = [tp for tp, off in found.items() if off < 0]
+        return await list_offsets(client, int(self.opts.read_committed), stamps)
+
+    async def by_timestamp(self, stamps: Mapping[TopicPartition, int]) -> Offsets:
+        """First offset with a timestamp >= the given one. Where there is none:
+        startingOffsetsByTimestampStrategy "error" raises, "latest" takes the log end."""
+        found = await self.after_time(stamps)
+        none = sorted(tp for tp, off in found.items() if off < 0)
+        if none and self.opts.timestamp_strategy == "error":
+            named = ", ".join(f"{t}/{p} (timestamp {stamps[(t, p)]})" for t, p in none)
+            raise ConfigurationError(
+                f"no record at or after the starting timestamp in {named}: set the option "
+                "startingOffsetsByTimestampStrategy to latest to start those partitions "
+                "at their log end, or pick an earlier timestamp"
+            )
         return {**found, **(await self.latest(none))}
 
     async def resolve(
-        self, spec: Mapping[TopicPartition, int], tps: Iterable[TopicPartition], default: int
+        self, option: str, spec: Mapping[TopicPartition, int], tps: list[TopicPartition]
     ) -> Offsets:
-        """Offsets for ``tps`` from a per-partition spec (-2 earliest, -1 latest, else exact);
-        partitions the spec leaves out get ``default`` (-2 or -1)."""
-        wanted = {tp: spec.get(tp, default) for tp in tps}
-        out = {tp: off for tp, off in wanted.items() if off >= 0}
-        out.update(await self.earliest([tp for tp, off in wanted.items() if off == EARLIEST]))
-        out.update(await self.latest([tp for tp, off in wanted.items() if off == LATEST]))
+        """Offsets for ``tps`` from the per-partition ``option`` (-2 earliest, -1 latest, else
+        exact), which must name each of ``tps`` and nothing else."""
+        check_covers(option, spec, tps)
+        out = {tp: off for tp, off in spec.items() if off >= 0}
+        out.update(await self.earliest([tp for tp, off in spec.items() if off == EARLIEST]))
+        out.update(await self.latest([tp for tp, off in spec.items() if off == LATEST]))
         return out
 
     async def starting(self, tps: list[TopicPartition]) -> Offsets:
@@ -231,14 +275,35 @@ class Planner:
             return await self.earliest(tps)
         if opts.starting == "latest":
             return await self.latest(tps)
-        return await self.resolve(opts.starting, tps, EARLIEST)
+        return await self.resolve("startingOffsets", opts.starting, tps)
 
-    async def ending(self, tps: list[TopicPartition]) -> Offsets:
-        """Where a batch read ends (endingOffsets; left-out partitions end at the latest)."""
+    async def batch(self) -> tuple[Offsets, Offsets]:
+        """A batch read's (start, end): startingOffsets to endingOffsets, checked against each
+        other and the log end so a bad option fails here, named, not in a task."""
+        tps = await self.partitions()
+        start = await self.starting(tps)
+        latest = await self.latest(tps)
         ending = self.opts.ending
-        if isinstance(ending, dict):
-            return await self.resolve(ending, tps, LATEST)
-        return await self.latest(tps)
+        end = (
+            await self.resolve("endingOffsets", ending, tps) if isinstance(ending, dict) else latest
+        )
+        past = sorted(tp for tp in end if end[tp] > latest[tp])
+        if past:
+            named = ", ".join(f"{t}/{p} ends at {latest[(t, p)]}" for t, p in past)
+            raise _fail(
+                "endingOffsets",
+                to_json({tp: end[tp] for tp in past}),
+                f"past the log end ({named}): use -1 (latest) or an offset up to the log end",
+            )
+        behind = sorted(tp for tp in end if start[tp] > end[tp])
+        if behind:
+            named = ", ".join(f"{t}/{p} starts at {start[(t, p)]}" for t, p in behind)
+            ends = to_json({tp: end[tp] for tp in behind})
+            raise ConfigurationError(
+                f"startingOffsets is after endingOffsets ({named}, but ends at {ends}): "
+                "the start of a batch read must not be after its end"
+            )
+        return start, end
 
     # ------------------------------------------------------------------ ranges
 

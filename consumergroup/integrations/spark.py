@@ -19,10 +19,11 @@ Spark's checkpoint owns the offsets (exactly-once with an idempotent or
 transactional sink such as the file sink). Each Spark task reads one offset range
 on an executor (:mod:`._spark_read`) and hands Spark Arrow batches
 (:mod:`._spark_arrow`). With ``kafka.group.id``, the offsets of each micro-batch
-Spark commits are also committed to that consumer group, for lag tooling only:
-Spark calls ``commit(end)`` for a batch while planning the next one, so the
-group lags one batch, and the last batch of an ``availableNow`` run is never
-committed there.
+Spark has finished are also committed to that consumer group, for lag tooling
+only: Spark asks for the next batch's end (``latestOffset(start, ...)``) only
+once the batch ending at ``start`` is in its commit log, so ``start`` is
+committed there, which also covers the last batch of an ``availableNow`` run
+(Spark's own ``commit(end)`` comes one batch later and is kept as well).
 
 The package must be importable on the executors (``pip install
 'consumergroup[spark]'`` on the cluster image, or ship it with ``--py-files``).
@@ -30,9 +31,11 @@ The package must be importable on the executors (``pip install
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -54,7 +57,14 @@ from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError, ConsumerGroupError
 from ._spark_arrow import HEADERS_DDL, SCHEMA_DDL
-from ._spark_options import SourceOptions, TopicPartition, _bool, log, parse_options
+from ._spark_options import (
+    SourceOptions,
+    TopicPartition,
+    _bool,
+    log,
+    parse_options,
+    warn_unused,
+)
 from ._spark_plan import OffsetRange, Offsets, Planner, from_json, rate_limit, to_json
 from ._spark_read import read_range
 
@@ -62,6 +72,7 @@ __all__ = [
     "ConsumerGroupBatchReader",
     "ConsumerGroupDataSource",
     "ConsumerGroupStreamReader",
+    "offsets_behind_latest",
     "register",
 ]
 
@@ -88,7 +99,17 @@ class ConsumerGroupDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> str:
-        """Spark's Kafka source schema (with ``headers`` under includeHeaders=true)."""
+        """Spark's Kafka source schema (with ``headers`` under includeHeaders=true).
+
+        Spark asks for it in ``.load()``: the options are checked here, so a bad one
+        fails there in one line (not after ``.start()``, in the stream's thread).
+        """
+        warn_unused(self.options)
+        try:
+            parse_options(self.options, streaming=None)
+        except ConfigurationError as exc:
+            # Spark shows the traceback under its own header: only the message matters here.
+            raise exc.with_traceback(None) from None
         headers = _bool({k.lower(): v for k, v in self.options.items()}, "includeHeaders", False)
         return f"{SCHEMA_DDL}, {HEADERS_DDL}" if headers else SCHEMA_DDL
 
@@ -135,8 +156,7 @@ class ConsumerGroupBatchReader(DataSourceReader):
 
     @staticmethod
     async def _plan(planner: Planner) -> list[OffsetRange]:
-        tps = await planner.partitions()
-        return await planner.ranges(await planner.starting(tps), await planner.ending(tps))
+        return await planner.ranges(*await planner.batch())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range (on an executor)."""
@@ -151,7 +171,11 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         # Driver-only state, dropped when Spark pickles the reader for the executors.
         self._planner: Planner | None = None
         self._target: Offsets | None = None  # availableNow: read no further than this
-        self._last_batch = time.monotonic()  # minOffsetsPerTrigger's maxTriggerDelay
+        # minOffsetsPerTrigger's maxTriggerDelay runs from the last batch; the first
+        # trigger fires at once (as Spark's Kafka source).
+        self._last_batch = -math.inf
+        self._latest: Offsets | None = None  # the log ends last seen, for reportLatestOffset
+        self._mirrored: Offsets | None = None  # last offsets committed to kafka.group.id
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -176,7 +200,10 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         """Fix the log ends of now as the end of an ``availableNow`` run."""
 
         async def target() -> Offsets:
-            return await self._plan.latest(await self._plan.partitions())
+            # A restart does not know yet which topics the checkpoint read: a missing
+            # one may have been deleted, which failOnDataLoss=false skips.
+            tps = await self._plan.partitions(resuming=not self.opts.fail_on_data_loss)
+            return await self._plan.latest(tps)
 
         self._target = self._plan.run(target())
 
@@ -189,17 +216,27 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end of the next micro-batch: log ends (high watermarks), capped by ``limit``."""
+        """The end of the next micro-batch: log ends (high watermarks), capped by ``limit``.
+
+        Spark calls it once the batch ending at ``start`` is in its commit log (or with
+        the initial offsets): ``start`` is what the query has finished, mirrored to
+        ``kafka.group.id``.
+        """
         begin = from_json(start)
-        end = self._plan.run(self._latest(begin, limit))
+        self._mirror(begin)
+        end = self._plan.run(self._next_end(begin, limit))
         if end != begin:
             self._last_batch = time.monotonic()
         return to_json(end)
 
-    async def _latest(self, begin: Offsets, limit: ReadLimit) -> Offsets:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The log ends seen by the last ``latestOffset`` (the progress' ``latestOffset``)."""
+        return None if self._latest is None else to_json(self._latest)
+
+    async def _next_end(self, begin: Offsets, limit: ReadLimit) -> Offsets:
         plan = self._plan
         tps = await plan.partitions(known=begin)
-        latest = await plan.latest(tps)
+        latest = self._latest = await plan.latest(tps)
         if self._target is not None:
             # Partitions born after the run started are left to the next run.
             latest = {
@@ -235,15 +272,20 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return _read(self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark finished the batch ending at ``end``: commit it to ``kafka.group.id``.
+        """Spark finished the batch ending at ``end``: commit it to ``kafka.group.id``."""
+        self._mirror(from_json(end))
+
+    def _mirror(self, done: Offsets) -> None:
+        """Commit ``done`` to ``kafka.group.id`` unless it is already there.
 
         The group only mirrors Spark's checkpoint for lag tooling: a failed commit is
         logged and the query goes on (the next batch's commit catches up).
         """
-        if self.opts.group_id is None:
+        if self.opts.group_id is None or done == self._mirrored:
             return
         try:
-            self._plan.run(self._plan.commit_group(from_json(end)))
+            self._plan.run(self._plan.commit_group(done))
+            self._mirrored = done
         except ConsumerGroupError as exc:
             log.warning(
                 "could not commit the processed offsets to group %r (the query goes on; "
@@ -257,6 +299,27 @@ class ConsumerGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         if self._planner is not None:
             self._planner.close()
             self._planner = None
+
+
+def offsets_behind_latest(source_progress: Mapping[str, Any]) -> dict[str, float]:
+    """``minOffsetsBehindLatest`` / ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest``
+    of one source's progress (``query.lastProgress["sources"][0]``), as Spark's Kafka
+    source reports in its ``metrics``: the Python Data Source API has no source metrics,
+    so they are computed from the progress' ``endOffset`` and ``latestOffset``.
+    """
+    end, latest = source_progress.get("endOffset"), source_progress.get("latestOffset")
+    if not end or not latest:
+        return {}
+    done = from_json(json.loads(end) if isinstance(end, str) else end)
+    ends = from_json(json.loads(latest) if isinstance(latest, str) else latest)
+    behind = [max(0, off - done.get(tp, off)) for tp, off in ends.items()]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": float(min(behind)),
+        "maxOffsetsBehindLatest": float(max(behind)),
+        "avgOffsetsBehindLatest": sum(behind) / len(behind),
+    }
 
 
 def _register_active() -> None:

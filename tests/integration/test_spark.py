@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from consumergroup.group.offsets import OffsetManager
 from consumergroup.integrations._spark_options import parse_options
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
+from tests.integration.cli_support import run_cli
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,7 +133,7 @@ async def test_available_now_reads_every_record_once_headers_and_null_keys_exact
     assert sum(p["numInputRows"] for p in query.recentProgress) == 300
 
 
-async def test_max_offsets_per_trigger_bounds_batches_and_commits_processed_ends_to_the_group(
+async def test_max_offsets_per_trigger_bounds_batches_and_the_group_mirrors_the_last_batch(
     spark: SparkSession, bootstrap: str, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
     topic = await new_topic(partitions=2)
@@ -151,17 +153,27 @@ async def test_max_offsets_per_trigger_bounds_batches_and_commits_processed_ends
     assert [p["numInputRows"] for p in batches] == [300, 300, 300, 100]
     got = rows(spark, tmp_path / "out", "partition", "offset")
     assert sorted(got) == [(p, o) for p in (0, 1) for o in range(500)]
+    # The progress shows the log ends (reportLatestOffset) and what is left behind them.
+    from consumergroup.integrations.spark import offsets_behind_latest
 
-    # Spark commits batch N while planning batch N+1: the group holds the end of the
-    # last batch but one, exactly, with the pipeline's metadata.
-    import json
+    first = batches[0]["sources"][0]
+    assert json.loads(first["latestOffset"]) == {topic: {"0": 500, "1": 500}}
+    assert offsets_behind_latest(first) == {
+        "minOffsetsBehindLatest": 350.0,
+        "maxOffsetsBehindLatest": 350.0,
+        "avgOffsetsBehindLatest": 350.0,
+    }
 
+    # The group holds the end of the last batch: lag 0.
     ends = [json.loads(p["sources"][0]["endOffset"])[topic] for p in batches]
     async with Client([bootstrap]) as client:
         committed = await OffsetManager(client, group, client.config).fetch_committed(
             [(topic, 0), (topic, 1)]
         )
-    assert {p: committed[(topic, p)][0] for p in (0, 1)} == {int(p): o for p, o in ends[-2].items()}
+    assert {p: committed[(topic, p)][0] for p in (0, 1)} == {int(p): o for p, o in ends[-1].items()}
+    lag = await run_cli("lag", "-b", bootstrap, group)
+    assert lag.code == 0, lag.err
+    assert [line.split()[-1] for line in lag.out.splitlines() if topic in line] == ["0", "0"]
 
 
 async def test_batch_read_from_starting_to_ending_offsets_split_by_min_partitions(
@@ -298,9 +310,13 @@ async def test_bad_options_unknown_topics_and_dead_brokers_fail_with_a_clear_mes
 ) -> None:
     from pyspark.errors import PySparkException
 
-    with pytest.raises((PySparkException, AssertionError), match="maxOffsetsPerTrigger"):
-        df = source(spark, bootstrap, subscribe="x", maxOffsetsPerTrigger="many").load()
-        drain(df, tmp_path / "o1", tmp_path / "c1")
+    # A bad option fails .load() (not the started query), its message first.
+    with pytest.raises(PySparkException) as info:
+        source(spark, bootstrap, subscribe="x", maxOffsetsPerTrigger="many").load()
+    message = str(info.value).splitlines()
+    error = "consumergroup.errors.ConfigurationError: option maxOffsetsPerTrigger='many'"
+    assert f"{error}: not an integer" in message
+    assert len(message) <= 6, message  # Spark's header, one frame, the error
     with pytest.raises((PySparkException, AssertionError), match="does not exist"):
         drain(
             source(spark, bootstrap, subscribe=unique("missing")).load(),
