@@ -23,7 +23,7 @@ import functools
 import re
 import ssl
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -32,6 +32,7 @@ import click
 from ..admin import ClusterAdmin
 from ..config import Config
 from ..errors import ConfigurationError, ConsumerGroupError
+from . import _properties as properties
 from ._common import CliError, explain_connect_error, split_bootstrap, status
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -58,7 +59,17 @@ _PROPERTIES = {
     "client.id": "client_id",
 }
 _SPECIAL = ("security.protocol", "sasl.jaas.config", "ssl.endpoint.identification.algorithm")
-_LINE = re.compile(r"([^=:\s]+)\s*[=:]\s*(.*)$")
+#: ClusterOptions field -> its option (with the environment variable, if any).
+_OPTION_NAMES = {
+    "sasl_mechanism": "--sasl-mechanism ($CONSUMERGROUP_SASL_MECHANISM)",
+    "sasl_user": "--sasl-user ($CONSUMERGROUP_SASL_USER)",
+    "sasl_password": "--sasl-password ($CONSUMERGROUP_SASL_PASSWORD)",
+}
+#: ClusterOptions field -> the properties file keys that give it.
+_FILE_KEYS = {
+    "sasl_user": 'sasl.username (or sasl.jaas.config=... username="...")',
+    "sasl_password": 'sasl.password (or sasl.jaas.config=... password="...")',
+}
 _JAAS = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -78,6 +89,8 @@ class ClusterOptions:
     sasl_password: str | None = None
     client_id: str | None = None
     connect_timeout: float = 10.0
+    #: Where the --command-config file supplied a setting: field -> "KEY in FILE".
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def addrs(self) -> list[str]:
@@ -102,9 +115,10 @@ class ClusterOptions:
             mechanism = (self.sasl_mechanism or "PLAIN").upper()
             if mechanism not in _MECHANISMS:
                 raise CliError(
-                    f"unknown SASL mechanism {self.sasl_mechanism!r}: use one of "
-                    f"{', '.join(_MECHANISMS)}"
+                    f"unknown SASL mechanism {self.sasl_mechanism!r} "
+                    f"({self._named('sasl_mechanism')}): use one of {', '.join(_MECHANISMS)}"
                 )
+            self._check_sasl()
             config.net.sasl.mechanism = mechanism  # type: ignore[assignment]
             config.net.sasl.user = self.sasl_user or ""
             config.net.sasl.password = self.sasl_password or ""
@@ -129,30 +143,33 @@ class ClusterOptions:
         return context
 
     def fill_from(self, path: Path) -> None:
-        """Take every setting still unset from the properties file ``path``."""
+        """Take every setting still unset from the properties file ``path`` (read as
+        Java reads it: see :mod:`._properties`)."""
         try:
-            text = path.read_text(encoding="utf-8")
+            text = properties.decode(path.read_bytes())
         except OSError as exc:
             raise CliError(f"cannot read --command-config {str(path)!r}: {exc.strerror}") from None
+        try:
+            parsed = properties.parse(text)
+        except properties.PropertiesError as exc:
+            raise CliError(f"{path}:{exc}") from None
         props: dict[str, str] = {}
-        for number, raw in enumerate(text.splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            match = _LINE.match(line)
-            if match is None:
-                raise CliError(f"{path}:{number}: expected KEY=VALUE, got {line!r}")
-            key, value = match[1], match[2]
-            if key not in _PROPERTIES and key not in _SPECIAL:
-                status(f"{path}:{number}: ignoring {key!r} (not a connection setting)")
-            props[key] = value
+        for prop in parsed:
+            if prop.key not in _PROPERTIES and prop.key not in _SPECIAL:
+                status(f"{path}:{prop.line}: ignoring {prop.key!r} (not a connection setting)")
+            props[prop.key] = prop.value
         for key, attr in _PROPERTIES.items():
             if key in props:
-                self._default(attr, props[key])
+                self._default(attr, props[key], f"{key} in {path}")
+        jaas = f"sasl.jaas.config in {path}"
         for name, value in _JAAS.findall(props.get("sasl.jaas.config", "")):
-            self._default("sasl_user" if name == "username" else "sasl_password", value)
+            self._default("sasl_user" if name == "username" else "sasl_password", value, jaas)
         if "ssl.endpoint.identification.algorithm" in props:
-            self._default("tls_insecure", props["ssl.endpoint.identification.algorithm"] == "")
+            self._default(
+                "tls_insecure",
+                props["ssl.endpoint.identification.algorithm"] == "",
+                f"ssl.endpoint.identification.algorithm in {path}",
+            )
         protocol = props.get("security.protocol", "PLAINTEXT").upper()
         if protocol not in _PROTOCOLS:
             raise CliError(
@@ -160,13 +177,29 @@ class ClusterOptions:
                 f"{', '.join(_PROTOCOLS)}"
             )
         tls, sasl = _PROTOCOLS[protocol]
-        self._default("tls", tls)
+        where = f"security.protocol={protocol} in {path}"
+        self._default("tls", tls, where)
         if sasl:
-            self._default("sasl_mechanism", "PLAIN")  # Kafka's default mechanism
+            self._default("sasl_mechanism", "PLAIN", where)  # Kafka's default mechanism
 
-    def _default(self, attr: str, value: object) -> None:
+    def _default(self, attr: str, value: object, source: str) -> None:
         if getattr(self, attr) is None:
             setattr(self, attr, value)
+            self.sources[attr] = source
+
+    def _named(self, attr: str) -> str:
+        """Where a setting was given, in the user's words: the file's key, else the option."""
+        return self.sources.get(attr) or _OPTION_NAMES[attr]
+
+    def _check_sasl(self) -> None:
+        """SASL needs a user and a password: say so in the words the settings came in."""
+        given = "sasl_mechanism" if self.sasl_mechanism is not None else "sasl_user"
+        for attr, what in (("sasl_user", "user"), ("sasl_password", "password")):
+            if not getattr(self, attr):
+                raise CliError(
+                    f"SASL is on ({self._named(given)}) but no {what} is given: set "
+                    f"{_OPTION_NAMES[attr]}, or {_FILE_KEYS[attr]} in --command-config"
+                )
 
     @contextlib.asynccontextmanager
     async def admin(self) -> AsyncIterator[ClusterAdmin]:

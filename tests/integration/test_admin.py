@@ -463,6 +463,50 @@ async def test_command_config_file_and_env_give_the_connection(
     assert "security.protocol 'SASL_SMOKE' is not one of" in one_line_error(refused)
 
 
+async def test_command_config_is_read_as_java_reads_properties(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # `key value` and `key:value` lines were refused, a non-UTF-8 file was a traceback.
+    host, port = bootstrap.rsplit(":", 1)
+    props = tmp_path / "java.properties"
+    props.write_bytes(
+        b"! a Java comment\n"
+        b"   # an indented one, ending in a backslash \\\n"
+        b"bootstrap.servers: " + host.encode() + b":\\\n"
+        b"        " + port.encode() + b"\n"
+        b"client.id  caf\xe9-tool\n"  # ISO-8859-1, as Java writes and reads it
+        b"group\\.name=ignored\n"
+    )
+    result = await run_cli("topics", "--command-config", str(props), "--json", timeout=30)
+    assert result.code == 0, result.err
+    assert isinstance(json.loads(result.out), list)
+    assert "ignoring 'group.name'" in result.err  # the escaped '.' read as Java reads it
+    assert "ignoring 'bootstrap" not in result.err
+
+    bad_escape = tmp_path / "escape.properties"
+    bad_escape.write_text("bootstrap.servers=x:1\nsasl.password=\\u12\n")
+    refused = await run_cli("topics", "--command-config", str(bad_escape), timeout=30)
+    assert refused.code == 2
+    assert f"{bad_escape}:line 2: malformed \\uXXXX escape" in one_line_error(refused)
+
+
+async def test_command_config_errors_name_the_files_own_keys(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # "net.sasl.user ... set net.sasl.enable = False": the Python config's words.
+    props = tmp_path / "client.properties"
+    props.write_text(f"bootstrap.servers={bootstrap}\nsasl.mechanism=SCRAM-SHA-512\n")
+    result = await run_cli("topics", "--command-config", str(props), timeout=30)
+    assert result.code == 2
+    line = one_line_error(result)
+    assert f"SASL is on (sasl.mechanism in {props})" in line, line
+    assert "sasl.username" in line and "net.sasl" not in line, line
+    props.write_text(f"bootstrap.servers={bootstrap}\nsecurity.protocol=SASL_SSL\n")
+    result = await run_cli("topics", "--command-config", str(props), timeout=30)
+    assert result.code == 2
+    assert f"(security.protocol=SASL_SSL in {props})" in one_line_error(result)
+
+
 async def test_a_signal_while_connecting_stops_at_once_with_exit_0() -> None:
     # A listener that accepts and never answers: the command waits in its first request.
     connected = asyncio.Event()
