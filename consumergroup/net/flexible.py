@@ -13,6 +13,7 @@ in URL-safe base64 without padding (``Uuid.toString()`` in the Java client).
 from __future__ import annotations
 
 import base64
+import functools
 import uuid
 from io import BytesIO
 from typing import Any
@@ -38,8 +39,41 @@ __all__ = [
     "tagged",
 ]
 
+
+class _CompactString(CompactString):  # type: ignore[misc]
+    """aiokafka's compact string with a fast path for short values (a one-byte length):
+    a Metadata request may name hundreds of thousands of topics."""
+
+    def encode(self, value: str | None) -> bytes:
+        if value is not None:
+            raw = value.encode(self.encoding)
+            if len(raw) < 127:
+                return bytes((len(raw) + 1,)) + raw
+        encoded: bytes = super().encode(value)
+        return encoded
+
+
 #: A compact (varint-length) UTF-8 string, nullable.
-STR = CompactString("utf-8")
+STR = _CompactString("utf-8")
+
+
+class _Tags(TaggedFields):  # type: ignore[misc]
+    """Tagged fields; none (what this client sends) encode as one zero byte."""
+
+    @classmethod
+    def encode(cls, value: dict[int, bytes]) -> bytes:
+        if not value:
+            return b"\x00"
+        encoded: bytes = TaggedFields.encode(value)
+        return encoded
+
+
+@functools.lru_cache(maxsize=1024)
+def _uuid_bytes(value: str) -> bytes:
+    raw = base64.urlsafe_b64decode(value + "==")
+    if len(raw) != 16:
+        raise ValueError(f"not a Kafka uuid (16 bytes as base64url): {value!r}")
+    return raw
 
 
 class Uuid(AbstractType[str]):  # type: ignore[misc]
@@ -47,10 +81,7 @@ class Uuid(AbstractType[str]):  # type: ignore[misc]
 
     @classmethod
     def encode(cls, value: str) -> bytes:
-        raw = base64.urlsafe_b64decode(value + "==")
-        if len(raw) != 16:
-            raise ValueError(f"not a Kafka uuid (16 bytes as base64url): {value!r}")
-        return raw
+        return _uuid_bytes(value)
 
     @classmethod
     def decode(cls, data: BytesIO) -> str:
@@ -71,7 +102,7 @@ def new_uuid() -> str:
 
 def tagged(*fields: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The fields of a flexible struct: ``fields`` and then its (empty) tagged fields."""
-    return (*fields, ("_tagged_fields", TaggedFields))
+    return (*fields, ("_tagged_fields", _Tags))
 
 
 def struct(*fields: tuple[str, Any]) -> CompactArray:

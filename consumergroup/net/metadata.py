@@ -10,17 +10,55 @@ every version; v11+ add ``topic_id`` per topic and ``leader_epoch`` per partitio
 
 from __future__ import annotations
 
+from io import BytesIO
+
 from aiokafka.protocol.api import Request, RequestStruct
 from aiokafka.protocol.metadata import MetadataRequest as _AiokafkaMetadataRequest
-from aiokafka.protocol.types import Boolean, CompactArray, Int16, Int32, Schema
+from aiokafka.protocol.types import (
+    Boolean,
+    CompactArray,
+    Int16,
+    Int32,
+    Schema,
+    UnsignedVarInt32,
+)
 
 from .flexible import NULL_TOPIC_ID, STR, Uuid, flexible_version, struct, tagged
 
 __all__ = ["MetadataRequest"]
 
+
+class _TopicsByName:
+    """The request's topics, all named (no topic id): ``None`` (every topic) or names.
+
+    Written directly rather than as an array of structs: a request may name hundreds of
+    thousands of topics, and each element is the same null id, the name and no tags."""
+
+    _item = Schema(*tagged(("topic_id", Uuid), ("topic", STR)))
+
+    def encode(self, names: list[str] | None) -> bytes:
+        """A compact array of (null topic id, name, no tags)."""
+        if names is None:
+            null: bytes = UnsignedVarInt32.encode(0)
+            return null
+        null_id = Uuid.encode(NULL_TOPIC_ID)
+        parts = [UnsignedVarInt32.encode(len(names) + 1)]
+        parts.extend(null_id + STR.encode(name) + b"\x00" for name in names)
+        return b"".join(parts)
+
+    def decode(self, data: BytesIO) -> list[tuple[object, ...]] | None:
+        """The elements as ``(topic_id, name, tags)`` (for tests and logs)."""
+        length = UnsignedVarInt32.decode(data) - 1
+        return None if length < 0 else [self._item.decode(data) for _ in range(length)]
+
+    def repr(self, value: object) -> str:
+        """For aiokafka's struct repr."""
+        return repr(value)
+
+
 _REQUEST_V11 = Schema(
     *tagged(
-        ("topics", struct(("topic_id", Uuid), ("topic", STR))),
+        ("topics", _TopicsByName()),
         ("allow_auto_topic_creation", Boolean),
         ("include_topic_authorized_operations", Boolean),
     )
@@ -75,10 +113,8 @@ class MetadataRequest(Request[RequestStruct]):  # type: ignore[misc]
         if request_struct_class.API_VERSION <= 5:
             legacy: RequestStruct = self._legacy.build(request_struct_class)
             return legacy
-        topics: list[tuple[str, str, dict[int, bytes]]] | None
-        topics = None if self._topics is None else [(NULL_TOPIC_ID, t, {}) for t in self._topics]
         auto = self._auto_create if self._auto_create is not None else True
-        return request_struct_class(topics, auto, False, {})
+        return request_struct_class(self._topics, auto, False, {})
 
 
 MetadataRequest._CLASSES = (

@@ -26,9 +26,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiokafka.protocol import metadata
-
-_METADATA_RESPONSES = {v: getattr(metadata, f"MetadataResponse_v{v}") for v in range(6)}
+from tests.integration.metadata_codec import rewrite_metadata
 
 
 @dataclass(eq=False)
@@ -170,27 +168,20 @@ class FakeCluster:
 
     def _response(self, key: int, version: int, frame: bytes) -> bytes:
         if key == 3:
-            frame = frame[:4] + self._metadata(version, frame[4:])
+            frame = self._metadata(version, frame)
         if self.rewrite_response is not None:
             frame = self.rewrite_response(key, version, frame)
         return frame
 
-    def _metadata(self, version: int, body: bytes) -> bytes:
-        resp = _METADATA_RESPONSES[version].decode(body)
-        if version == 0:
-            resp.brokers = [(n, "127.0.0.1", self.ports[n]) for n in self.node_ids]
-        else:
-            resp.brokers = [(n, "127.0.0.1", self.ports[n], None) for n in self.node_ids]
-        if version >= 1:
-            resp.controller_id = self.node_ids[0]
-        topics = []
-        for t in resp.topics:
-            name = t[1]
-            parts = []
-            for p in t[-1]:
-                leader = self.leaders.get((name, p[1]), self.node_ids[0])
-                parts.append((p[0], p[1], leader, [leader], [leader], *p[5:]))
-            topics.append((*t[:-1], parts))
-        resp.topics = topics
-        encoded: bytes = resp.encode()
-        return encoded
+    def _metadata(self, version: int, frame: bytes) -> bytes:
+        def lead(topic: str, p: dict[str, object]) -> dict[str, object]:
+            leader = self.leaders.get((topic, p["partition"]), self.node_ids[0])  # type: ignore[arg-type]
+            return p | {"leader": leader, "replicas": [leader], "isr": [leader]}
+
+        return rewrite_metadata(
+            version,
+            frame,
+            brokers=[(n, "127.0.0.1", self.ports[n]) for n in self.node_ids],
+            controller_id=self.node_ids[0],
+            partition=lead,
+        )
