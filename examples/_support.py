@@ -120,5 +120,8 @@ def run_example(
         async with broker_for(args.bootstrap, args.topic, standalone) as bootstrap:
             await consume(bootstrap, args)
 
-    asyncio.run(run())
+    # Ctrl-C before the example routes the signals itself (while the embedded broker
+    # starts): asyncio.run() cancels run() and raises KeyboardInterrupt; end quietly.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
     return 0

@@ -40,13 +40,14 @@ class PrintHandler(cg.ConsumerGroupHandler):
     ) -> None:
         # Ends by itself when the session ends (a rebalance or close()).
         async for msg in claim.messages():
+            if self.done.is_set():
+                continue  # stopping (the limit, Ctrl-C): the rest stays unread and unmarked
             value = msg.value.decode(errors="replace") if msg.value is not None else None
             print(f"{msg.topic}/{msg.partition}@{msg.offset} key={msg.key!r} value={value}")
             session.mark_message(msg)  # committed later: offset + 1, sarama semantics
             self.count += 1
             if self.max_messages is not None and self.count >= self.max_messages:
-                self.done.set()
-                return
+                self.done.set()  # every claim stops here; run_until() closes the group
 
 
 async def consume(bootstrap: str, args: argparse.Namespace) -> None:

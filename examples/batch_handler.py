@@ -36,8 +36,10 @@ class BatchHandler(cg.ConsumerGroupHandler):
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
         async for batch in claim.batches():
-            if not batch:
-                continue
+            if not batch or self.done.is_set():
+                continue  # stopping (the limit, Ctrl-C): the rest stays unread and unmarked
+            if self.max_messages is not None:
+                batch = batch[: self.max_messages - self.count]  # exactly --max-messages
             total_bytes = sum(len(m.value or b"") for m in batch)  # "process" the batch
             first, last = batch[0], batch[-1]
             print(
@@ -49,8 +51,7 @@ class BatchHandler(cg.ConsumerGroupHandler):
             session.mark_message(last)  # one mark for the whole batch
             self.count += len(batch)
             if self.max_messages is not None and self.count >= self.max_messages:
-                self.done.set()
-                return
+                self.done.set()  # every claim stops here; run_until() closes the group
 
 
 async def consume(bootstrap: str, args: argparse.Namespace) -> None:

@@ -40,6 +40,8 @@ class CommittingHandler(cg.ConsumerGroupHandler):
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
         async for msg in claim.messages():
+            if self.done.is_set():
+                continue  # stopping (the limit, Ctrl-C): the rest stays unread and unmarked
             value = msg.value.decode(errors="replace") if msg.value is not None else None
             print(f"{msg.topic}/{msg.partition}@{msg.offset} value={value}")
             session.mark_message(msg)
@@ -51,8 +53,7 @@ class CommittingHandler(cg.ConsumerGroupHandler):
                 await session.commit()  # every claim's marks so far, in one OffsetCommit
                 print(f"committed after {marked} messages", flush=True)
             if self.max_messages is not None and self.count >= self.max_messages:
-                self.done.set()
-                return
+                self.done.set()  # every claim stops here; run_until() closes the group
 
     async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
         # The session is ending (rebalance or close): commit the marks of the last

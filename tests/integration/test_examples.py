@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -166,3 +167,59 @@ async def test_service_standalone_serves_totals_health_and_metrics_then_stops(na
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{out.decode()}{err.decode()}"
     assert "Traceback" not in err.decode(), err.decode()
+
+
+def readme_usage_snippet(bootstrap: str, topic: str) -> str:
+    """README's usage example, as written, pointed at the test broker and topic."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    usage = text[text.index("## Usage") :]
+    code = usage[usage.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    assert '"127.0.0.1:9092"' in code and '"topic-a"' in code
+    return code.replace('"127.0.0.1:9092"', repr(bootstrap)).replace('"topic-a"', repr(topic))
+
+
+async def test_ctrl_c_ends_the_readme_usage_snippet_quietly(
+    bootstrap: str, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    # asyncio.run() turned Ctrl-C into a 40-line CancelledError/KeyboardInterrupt
+    # traceback, although the group had committed and left cleanly.
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"one", b"two"])
+    script = tmp_path / "snippet.py"
+    script.write_text(readme_usage_snippet(bootstrap, topic), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        start_new_session=True,
+    )  # fmt: skip
+    async with reaped(proc):
+        assert proc.stdout is not None
+        lines = [await asyncio.wait_for(proc.stdout.readline(), 60) for _ in range(2)]
+        assert [line.split()[-1] for line in lines] == [b"b'one'", b"b'two'"], lines
+        proc.send_signal(signal.SIGINT)
+        _, err = await finish(proc, "the README snippet", 30)
+    assert err.decode() == "", err.decode()
+    assert proc.returncode == 0
+    assert await committed(bootstrap, "my-group", topic, 1) == {0: 2}  # marked, committed
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern"),
+    [
+        ("basic_handler.py", r"^example-topic/\d+@\d+ key="),
+        ("batch_handler.py", r"^example-topic/\d+@\d+\.\.\d+ (\d+) messages"),
+        ("manual_commit.py", r"^example-topic/\d+@\d+ value="),
+    ],
+)
+async def test_examples_stop_at_exactly_max_messages(name: str, pattern: str) -> None:
+    # basic_handler printed 4 messages for --max-messages 3 (the other partitions' claims
+    # went on until the close), batch_handler consumed whole batches (6 for 3).
+    proc = await spawn_example(name, "--max-messages", "3")
+    out, err = await finish(proc, name, 90)
+    assert proc.returncode == 0, err.decode()
+    lines = [m for m in map(re.compile(pattern).match, out.decode().splitlines()) if m]
+    handled = sum(int(m[1]) for m in lines) if "(" in pattern else len(lines)
+    assert handled == 3, out.decode()
+    assert "consumed 3 messages" in out.decode()
+    assert "Traceback" not in err.decode() and "WARNING" not in err.decode(), err.decode()
