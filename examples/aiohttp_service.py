@@ -9,7 +9,7 @@ closes the group: final commit, LeaveGroup, bounded.
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``;
 with neither, an embedded broker starts with 60 orders in the topic. Needs
-``pip install 'consumergroup[aiohttp,prometheus,embedded]'``.
+``pip install 'consumergroup[examples]'`` (aiohttp, prometheus_client, the embedded broker).
 """
 
 from __future__ import annotations

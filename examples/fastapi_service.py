@@ -9,7 +9,8 @@ SIGTERM, then closes the group: final commit, LeaveGroup, bounded.
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``;
 with neither, an embedded broker starts with 60 orders in the topic. Needs
-``pip install 'consumergroup[fastapi,prometheus,embedded]' uvicorn``.
+``pip install 'consumergroup[examples]'`` (FastAPI, uvicorn, prometheus_client and the
+embedded broker).
 """
 
 from __future__ import annotations
