@@ -20,9 +20,11 @@ import pytest
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
+from consumergroup.errors import StaleMemberEpochError
+from consumergroup.net.protocol import OffsetCommitRequest
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.conftest import unique
-from tests.helpers import produce
+from tests.helpers import RoutingProxy, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     consumer_protocol_config,
@@ -528,3 +530,60 @@ async def test_mixed_consumer_protocol_group_with_librdkafka_and_java_members(
         }
     )
     await committed_equals_end(bootstrap, group, topic)
+
+
+class StaleEpochProxy(RoutingProxy):
+    """The member's only path to the broker; answers the next ``stale`` OffsetCommits with
+    STALE_MEMBER_EPOCH for every partition (as Kafka does when a heartbeat moved the member
+    to a newer epoch while the commit was in flight) after forwarding them (the broker
+    committed: what matters is the member's reaction)."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.stale = 0
+        self.commits_after_stale = 0
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        frame = super().rewrite_response(key, version, client_id, frame)
+        if key != OffsetCommitRequest.API_KEY or version < 8:
+            return frame
+        if not self.stale:
+            self.commits_after_stale += 1
+            return frame
+        self.stale -= 1
+        response = next(c for c in OffsetCommitRequest._CLASSES if version == c.API_VERSION)
+        resp = response.RESPONSE_TYPE.decode(frame[5:])  # flexible header: one tag byte
+        stale = StaleMemberEpochError.errno
+        resp.topics = [
+            (topic, [(p, stale, tags) for p, _code, tags in parts], ttags)
+            for topic, parts, ttags in resp.topics
+        ]
+        encoded: bytes = resp.encode()
+        return frame[:5] + encoded
+
+
+@kafka_only
+async def test_a_commit_refused_as_stale_member_epoch_goes_again_under_the_current_epoch(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    topic = await new_kafka_topic(kafka_cluster.bootstrap, 2)
+    group = unique()
+    port = int(kafka_cluster.bootstrap.split(",")[0].rsplit(":", 1)[1])
+    async with StaleEpochProxy(port) as proxy:
+        member = Tracker("a")
+        member.commit_each = True  # session.commit() in the handler, after every message
+        async with running_member(
+            proxy.address, group, [topic], member, consumer_protocol_config()
+        ) as (group_member, task):
+            await wait_for(lambda: len(member.owned_now()) == 2, 60, "both partitions")
+            await produce(kafka_cluster.bootstrap, topic, [b"a%d" % i for i in range(10)])
+            await wait_for(lambda: len(member.seen) == 10, 60, "the first 10")
+            proxy.stale = 3
+            await produce(kafka_cluster.bootstrap, topic, [b"b%d" % i for i in range(10)])
+            await wait_for(lambda: len(member.seen) == 20, 60, "the next 10")
+            await wait_for(lambda: proxy.commits_after_stale > 0, 30, "a commit after those")
+            # Neither the handler (its commit() went again) nor the session saw an error.
+            assert not task.done()
+            assert [len(member.sessions), member.lost] == [1, []]
+            assert group_member.state is cg.GroupState.STABLE
+    await committed_equals_end(kafka_cluster.bootstrap, group, topic)
