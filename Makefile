@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test chaos lint typecheck bench clean
+.PHONY: demo broker test chaos lint typecheck bench clean
 
 # setup.py and the C sources: the editable install builds the C extensions in place,
 # and only a reinstall rebuilds them.
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergro
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
 demo: $(STAMP)
 	$(BIN)/consumergroup demo
+
+## make broker: the embedded broker on 127.0.0.1:9092 in the foreground (Ctrl-C stops it),
+## for README's usage snippet and the examples. PORT=N for another port.
+broker: $(STAMP)
+	$(BIN)/consumergroup broker --port $(or $(PORT),9092)
 
 ## make test: the whole suite (unit + integration on the embedded broker), mypy --strict, ruff.
 ## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and

@@ -234,6 +234,15 @@ class EmbeddedBroker(AsyncResource):
     def _log_tail(self) -> str:
         return _tail(self.log_path)
 
+    async def wait(self) -> str:
+        """Until the broker process exits by itself (not through :meth:`close`): why, with
+        the end of its log."""
+        proc = self._proc
+        if proc is None:
+            raise EmbeddedBrokerError("the embedded broker is not running")
+        code = await proc.wait()
+        return f"Tansu exited with code {code}: {self._log_tail()}"
+
     async def close(self) -> None:
         """Terminate the broker (SIGTERM, then SIGKILL after 5 s) and remove its files."""
         proc, self._proc = self._proc, None

@@ -12,6 +12,8 @@ and ``_output`` (rich tables, ``--json``):
 * ``topics`` (:mod:`.topics`): list or create topics.
 * ``demo`` (:mod:`.demo`, with its producer in :mod:`.producer`): the live demo
   on an embedded broker, with a rebalance and a loss count.
+* ``broker`` (:mod:`.broker`): the embedded broker in the foreground, for trying
+  things out.
 
 The admin commands run on :class:`consumergroup.admin.ClusterAdmin`.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import click
 
 from ._common import CliError, render_bytes, setup_logging
+from .broker import broker
 from .consume import consume
 from .demo import demo
 from .groups import delete, describe, groups
@@ -46,10 +49,13 @@ def main(verbose: int) -> None:
     `consumergroup consume` joins a group and prints what it reads;
     `groups`, `describe`, `lag`, `reset-offsets`, `delete`, `topics` and
     `produce` operate a cluster; `consumergroup demo` runs a live demo on an
-    embedded broker. Exit codes: 0 ok, 1 failure, 2 usage error.
+    embedded broker; `consumergroup broker` runs one for you to try things on.
+    Exit codes: 0 ok, 1 failure, 2 usage error.
     """
     setup_logging(verbose)
 
 
-for _command in (consume, produce, groups, describe, lag, reset_offsets, delete, topics, demo):
+for _command in (
+    consume, produce, groups, describe, lag, reset_offsets, delete, topics, demo, broker
+):
     main.add_command(_command)

@@ -244,7 +244,8 @@ class _Demo:
         if not self.tty:
             self._say(f"[{ev.at:6.1f}s] {ev.text}")
 
-    def _frame(self) -> str:
+    def _frame(self, *, final: bool = False) -> str:
+        """The live view; ``final``: the last one, without the footer about stopping."""
         s, o = self.stats, self.opts
         now_loop = asyncio.get_running_loop().time()
         lines = [
@@ -266,7 +267,8 @@ class _Demo:
             )
         lines += ["", "events:"]
         lines += [f"  [{ev.at:6.1f}s] {ev.text}" for ev in s.events[-10:]]
-        lines += ["", "Ctrl-C stops early (clean close)."]
+        if not final:
+            lines += ["", "Ctrl-C stops early (clean close)."]
         return "\n".join(lines)
 
     def _line(self) -> str:
@@ -486,7 +488,7 @@ class _Demo:
     def _summary(self, *, stopped_early: bool) -> int:
         s = self.stats
         if self.tty:
-            self._say("\x1b[H\x1b[2J" + self._frame())
+            self._say("\x1b[H\x1b[2J" + self._frame(final=True))
         distinct = s.distinct
         lost = s.lost()
         lines = [
@@ -502,7 +504,14 @@ class _Demo:
         else:
             lines.append(f"  lost:       {lost:,}")
         if self.rebalance_note:
-            lines.append(f"  rebalance:  member-2 left, {self.rebalance_note}")
+            session = self._member_config("member").consumer.group.session_timeout
+            lines += [
+                f"  rebalance:  member-2 left, {self.rebalance_note}",
+                "              (seconds, not milliseconds: the embedded broker holds each "
+                f"JoinGroup for about half the session timeout, {session / 2:g} s here; "
+                "Apache Kafka 4 with the consumer group protocol, "
+                "consumer.group.protocol = 'consumer', has no JoinGroup round to wait for)",
+            ]
         self._say("\n".join(lines))
         if lost and not stopped_early:
             return EXIT_FAILURE

@@ -11,6 +11,8 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
+import pty
 import re
 import signal
 import sys
@@ -25,7 +27,7 @@ from consumergroup.cli import render_bytes
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.cli_support import FAST, ROOT, cli_env, reaped, run_cli, spawn
+from tests.integration.cli_support import CLI, FAST, ROOT, cli_env, reaped, run_cli, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -316,6 +318,32 @@ async def test_the_readme_exit_code_table_is_what_the_command_does(bootstrap: st
     assert set(table) == {0, 1, 2, 130}
 
 
+# ----------------------------------------------------------------------------- broker
+
+
+async def test_the_broker_command_serves_until_ctrl_c() -> None:
+    port = free_port()
+    proc = await spawn("broker", "--port", str(port))
+    async with reaped(proc):
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.decode().strip() == f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{port}"
+        created = await run_cli("topics", "-b", address, "--create", "quick", "--partitions", "2")
+        assert created.code == 0, created.err
+        listed = await run_cli("topics", "-b", address, "--json")
+        assert {"topic": "quick", "partitions": 2} in json.loads(listed.out), listed.out
+        taken = await run_cli("broker", "--port", str(port))  # the port is in use now
+        assert taken.code == 1
+        assert f"127.0.0.1:{port} is in use" in taken.err and "--port" in taken.err
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    assert err.decode().strip().splitlines()[-1] == "consumergroup: broker stopped"
+    gone = await run_cli("topics", "-b", address, "--connect-timeout", "2")
+    assert gone.code == 1  # nothing listens there any more
+
+
 # ----------------------------------------------------------------------------- demo
 
 
@@ -334,8 +362,46 @@ async def test_the_demo_rebalances_and_loses_nothing() -> None:
     assert n_produced > 0
     assert int(consumed[2].replace(",", "")) == n_produced  # every message, at least once
     assert re.search(r"^ +lost: +0$", out, re.MULTILINE), out
+    # Why it took seconds: Tansu holds every JoinGroup for half the session timeout.
+    assert "holds each JoinGroup for about half the session timeout, 3 s here" in out, out
     assert "tasks still running" not in result.err
     assert "Traceback" not in result.err
+
+
+async def test_the_demo_on_a_terminal_ends_without_its_live_footer() -> None:
+    # The last frame kept "Ctrl-C stops early (clean close)." after the demo had ended.
+    controller, terminal = pty.openpty()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *CLI, "demo", "--duration", "3", "--members", "1", "--rate", "200",
+            stdin=asyncio.subprocess.DEVNULL, stdout=terminal, stderr=asyncio.subprocess.PIPE,
+            env=cli_env(), cwd=ROOT, start_new_session=True,
+        )  # fmt: skip
+        os.close(terminal)
+        terminal = -1
+        screen = bytearray()
+        async with reaped(proc):
+            loop = asyncio.get_running_loop()
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(
+                        loop.run_in_executor(None, os.read, controller, 65536), 90
+                    )
+                except OSError:  # EIO: the demo closed the terminal (it exited)
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            await asyncio.wait_for(proc.wait(), 30)
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    assert proc.returncode == 0
+    text = screen.decode(errors="replace")
+    assert "Ctrl-C stops early" in text  # the live frames had it
+    last = text.rsplit("\x1b[2J", 1)[-1]  # the final frame and the summary
+    assert "summary" in last and "Ctrl-C stops early" not in last, last
 
 
 # ----------------------------------------------------------------------------- produce, json
