@@ -37,10 +37,18 @@ PEERS = {
     "kcat": "kcat (librdkafka, C)",
     "cg_messages_coop": "consumergroup messages()+mark, cooperative-sticky",
     "confluent_coop": "confluent-kafka consume(), cooperative-sticky",
+    "cg_messages_consumer": "consumergroup messages()+mark, consumer protocol (KIP-848)",
+    "confluent_consumer": "confluent-kafka consume(), group.protocol=consumer",
 }
 
-#: Peers that differ from another only in the rebalance protocol: rebalance section only.
-COOPERATIVE_PEERS = ("cg_messages_coop", "confluent_coop")
+#: Peers that differ from another only in the rebalance protocol: rebalance section only
+#: (the consumer-protocol ones need Apache Kafka 4.x).
+COOPERATIVE_PEERS = (
+    "cg_messages_coop",
+    "confluent_coop",
+    "cg_messages_consumer",
+    "confluent_consumer",
+)
 
 
 def log(msg: str) -> None:

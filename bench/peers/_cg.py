@@ -11,7 +11,9 @@ Per-message work, the minimum a correct user does with each API:
   (a handler accumulating a bulk write), which makes the decoded messages survive.
 
 ``cooperative``: the member offers only ``cg.CooperativeStickyAssignor()`` (KIP-429
-incremental rebalancing) instead of the default eager range assignor.
+incremental rebalancing) instead of the default eager range assignor. ``consumer``: the
+member speaks the consumer group protocol (KIP-848, Apache Kafka 4.x); the broker sets
+the session timeout and heartbeat interval, so the command line's are not applied.
 """
 
 from __future__ import annotations
@@ -168,14 +170,18 @@ async def _flusher(rec: Recorder) -> None:
         rec.flush()
 
 
-async def amain(api: Api, cooperative: bool = False) -> None:
-    """Run one peer process to its end (``cooperative``: cooperative-sticky only)."""
+async def amain(api: Api, cooperative: bool = False, consumer: bool = False) -> None:
+    """Run one peer process to its end (``cooperative``: cooperative-sticky only;
+    ``consumer``: the consumer group protocol)."""
     args = parse_args(f"consumergroup peer using claim.{api}()")
     emit({"ev": "hello", "t": time.monotonic()})
     config = cg.Config(client_id=f"bench-cg-{api}")
     config.consumer.offsets.initial = cg.OFFSET_OLDEST
-    config.consumer.group.session_timeout = args.session_timeout
-    config.consumer.group.heartbeat_interval = args.heartbeat
+    if consumer:
+        config.consumer.group.protocol = "consumer"
+    else:
+        config.consumer.group.session_timeout = args.session_timeout
+        config.consumer.group.heartbeat_interval = args.heartbeat
     config.consumer.group.rebalance.timeout = args.rebalance_timeout
     if cooperative:
         config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
@@ -215,6 +221,6 @@ async def amain(api: Api, cooperative: bool = False) -> None:
         await runner
 
 
-def main(api: Api, cooperative: bool = False) -> None:
+def main(api: Api, cooperative: bool = False, consumer: bool = False) -> None:
     """Entry point of the consumergroup peer scripts."""
-    asyncio.run(amain(api, cooperative))
+    asyncio.run(amain(api, cooperative, consumer))

@@ -6,7 +6,8 @@ sets alike (earliest, group timeouts, auto-commit every 1 s). Per-message work:
 ``msg.error()`` (librdkafka delivers errors in-band, so a correct loop checks each).
 ``confluent_coop`` is the same peer with ``partition.assignment.strategy=cooperative-sticky``
 (KIP-429; the rebalance callbacks then get the increments and the client assigns them
-incrementally).
+incrementally); ``confluent_consumer`` uses ``group.protocol=consumer`` (KIP-848: the broker
+sets the session timeout and heartbeat interval, and librdkafka refuses the client ones).
 """
 
 from __future__ import annotations
@@ -20,22 +21,30 @@ from confluent_kafka import Consumer
 from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
 
 
-def main(cooperative: bool = False) -> None:
-    """Run one peer process to its end (``cooperative``: cooperative-sticky assignment)."""
+def main(cooperative: bool = False, consumer_protocol: bool = False) -> None:
+    """Run one peer process to its end (``cooperative``: cooperative-sticky assignment;
+    ``consumer_protocol``: ``group.protocol=consumer``)."""
     args = parse_args("confluent-kafka Consumer.consume() peer")
     emit({"ev": "hello", "t": time.monotonic()})
-    strategy = {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
+    strategy: dict[str, Any] = (
+        {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
+    )
+    timeouts: dict[str, Any] = {
+        "session.timeout.ms": int(args.session_timeout * 1000),
+        "heartbeat.interval.ms": int(args.heartbeat * 1000),
+    }
+    if consumer_protocol:
+        strategy, timeouts = {"group.protocol": "consumer"}, {}
     consumer = Consumer(
         {
             **strategy,
+            **timeouts,
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "client.id": "bench-confluent",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,
-            "session.timeout.ms": int(args.session_timeout * 1000),
-            "heartbeat.interval.ms": int(args.heartbeat * 1000),
             "max.poll.interval.ms": max(int(args.rebalance_timeout * 1000), 10_000),
             "queued.min.messages": 1_000_000,
             "fetch.queue.backoff.ms": 10,
