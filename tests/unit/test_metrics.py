@@ -143,3 +143,22 @@ def test_aiohttp_setup_twice_adds_groups_not_routes() -> None:
     assert paths == ["/ops/health/live", "/ops/health/ready", "/ops/metrics"]
     assert len(app.cleanup_ctx) == 1
     assert GroupMetrics.of(registry).groups() == [first, second]  # both exported
+
+
+def test_the_member_epoch_and_protocol_are_exported_and_in_stats() -> None:
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry)
+    config = cg.Config()
+    config.consumer.group.protocol = "consumer"
+    classic, consumer = cg.ConsumerGroup(["b:9092"], "a"), cg.ConsumerGroup(["b:9092"], "b", config)
+    metrics.track(classic)
+    metrics.track(consumer)
+    epochs = exposition(registry)["consumergroup_member_epoch"]
+    # Not joined yet: the consumer protocol's epoch is 0 (it joins with it); classic has none.
+    assert epochs == {
+        (("group", "a"), ("protocol", "classic")): -1.0,
+        (("group", "b"), ("protocol", "consumer")): 0.0,
+    }
+    stats = consumer.stats().as_dict()
+    assert (stats["protocol"], stats["member_epoch"]) == ("consumer", 0)
+    assert classic.stats().protocol == "classic"
