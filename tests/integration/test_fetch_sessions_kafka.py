@@ -15,13 +15,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
 from consumergroup.consumer.partition import PartitionConsumer
+from consumergroup.errors import ConsumerGroupError
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
 from tests.helpers import produce
 from tests.integration.fetch_proxy import FetchProxy, SeenFetch
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(300)]
 
 
 def config() -> cg.Config:
@@ -37,6 +39,18 @@ async def watched(kc: KafkaCluster) -> AsyncIterator[tuple[FetchProxy, cg.Consum
     port = int(kc.bootstrap.split(",")[0].rsplit(":", 1)[1])
     async with FetchProxy(port) as proxy, cg.Consumer([proxy.address], config()) as consumer:
         yield proxy, consumer
+
+
+async def served(kc: KafkaCluster, topic: str, partitions: int) -> None:
+    """Until the broker answers for every partition: its metadata names the leaders of a
+    new topic's partitions before it serves them (seconds apart at 1,000 partitions)."""
+    async with ClusterAdmin(kc.bootstrap.split(",")) as admin, asyncio.timeout(120):
+        while True:
+            try:
+                await admin.end_offsets([(topic, p) for p in range(partitions)])
+                return
+            except ConsumerGroupError:
+                await asyncio.sleep(0.2)
 
 
 async def read_to(pc: PartitionConsumer, end: int) -> list[int]:
@@ -72,7 +86,8 @@ async def test_steady_state_requests_are_incremental_and_name_only_changed_parti
     kc = kafka_cluster
     topic = unique("sessions")
     await kc.create_topic(topic, partitions)
-    per = 3
+    await served(kc, topic, partitions)
+    per = 1
     await produce(kc.bootstrap, topic, [b"v"] * (per * partitions), linger_ms=50)
     async with watched(kc) as (proxy, consumer):
         pcs = await consumer.consume_partitions({(topic, p): 0 for p in range(partitions)})
