@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 import click
+from click.core import ParameterSource
 
 from .._lifecycle import cancel_and_wait
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST, Config
@@ -128,6 +129,7 @@ class _ConsumeOptions:
     timeout: float | None
     width: int
     session_timeout: float
+    group_protocol: str
 
 
 def _parse_offset(text: str | None, from_beginning: bool) -> int:
@@ -197,6 +199,14 @@ def _parse_offset(text: str | None, from_beginning: bool) -> int:
     "Group session timeout (heartbeats every tenth of it, at least every 0.5 s).",
     seconds=True,
 )
+@click.option(
+    "--group-protocol",
+    type=click.Choice(["classic", "consumer"]),
+    default="classic",
+    show_default=True,
+    help="The group protocol: classic, or consumer (KIP-848, Apache Kafka 4.0+: the broker "
+    "assigns and sets the session timeout).",
+)
 @cluster_options
 def consume(
     group: str | None,
@@ -210,6 +220,7 @@ def consume(
     timeout: float | None,
     width: int,
     session_timeout: float,
+    group_protocol: str,
     cluster: ClusterOptions,
 ) -> None:
     """Join GROUP and print the messages of TOPIC(s), marking each one;
@@ -229,6 +240,12 @@ def consume(
         raise click.UsageError("--partition reads one topic: give exactly one --topic")
     if offset is not None and not partitions:
         raise click.UsageError("--offset needs --partition (a group starts at its commits)")
+    session_given = click.get_current_context().get_parameter_source("session_timeout")
+    if group_protocol == "consumer" and session_given is not ParameterSource.DEFAULT:
+        raise click.UsageError(
+            "--session-timeout does not apply with --group-protocol consumer: the broker sets "
+            "it (group.consumer.session.timeout.ms); leave it out"
+        )
     opts = _ConsumeOptions(
         group=group,
         topics=list(dict.fromkeys(topics)),
@@ -241,6 +258,7 @@ def consume(
         timeout=timeout,
         width=width,
         session_timeout=session_timeout,
+        group_protocol=group_protocol,
     )
     runner = _consume_partitions if partitions else _consume_group
     sys.exit(run_command(lambda: runner(opts, cluster)))
@@ -324,9 +342,12 @@ async def _report(opts: _ConsumeOptions, printer: _Printer, out: Output) -> None
 def _consume_config(opts: _ConsumeOptions, cluster: ClusterOptions) -> Config:
     config = cluster.config()
     config.consumer.offsets.initial = OFFSET_OLDEST if opts.from_beginning else OFFSET_NEWEST
-    config.consumer.group.session_timeout = opts.session_timeout
-    config.consumer.group.heartbeat_interval = max(0.5, opts.session_timeout / 10)
     config.consumer.group.rebalance.timeout = max(opts.session_timeout, 10.0)
+    if opts.group_protocol == "consumer":
+        config.consumer.group.protocol = "consumer"  # the broker's timeouts and assignor
+    else:
+        config.consumer.group.session_timeout = opts.session_timeout
+        config.consumer.group.heartbeat_interval = max(0.5, opts.session_timeout / 10)
     config.validate()
     return config
 

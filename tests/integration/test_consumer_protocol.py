@@ -587,3 +587,23 @@ async def test_a_commit_refused_as_stale_member_epoch_goes_again_under_the_curre
             assert [len(member.sessions), member.lost] == [1, []]
             assert group_member.state is cg.GroupState.STABLE
     await committed_equals_end(kafka_cluster.bootstrap, group, topic)
+
+
+@kafka_only
+async def test_the_cli_consumes_on_the_consumer_protocol(kafka: str) -> None:
+    topic = await new_kafka_topic(kafka, 2)
+    await produce(kafka, topic, [b"m%d" % i for i in range(10)])
+    result = await run_cli("consume", "-b", kafka, "-g", unique(), "-t", topic,
+                           "--from-beginning", "--group-protocol", "consumer", "-n", "10",
+                           "--format", "json")  # fmt: skip
+    assert result.code == 0, result.err
+    assert sorted(json.loads(line)["offset"] for line in result.out.splitlines()) == sorted(
+        [*range(5), *range(5)]
+    )
+
+
+async def test_the_cli_refuses_a_session_timeout_on_the_consumer_protocol() -> None:
+    result = await run_cli("consume", "-b", "127.0.0.1:1", "-g", "g", "-t", "t",
+                           "--group-protocol", "consumer", "--session-timeout", "30")  # fmt: skip
+    assert result.code == 2
+    assert "the broker sets it (group.consumer.session.timeout.ms)" in result.err
