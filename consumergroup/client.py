@@ -9,8 +9,9 @@ reuses live ones and drops dead ones.
 Connections are keyed by broker address *and purpose*: Kafka serves one request
 per connection at a time, so a long-polling Fetch would otherwise hold up a
 Heartbeat or a Metadata request queued behind it. ``"fetch"`` connections carry
-Fetch only, ``"group"`` connections carry coordinator traffic, ``"default"``
-everything else.
+Fetch only, ``"group"`` connections carry the group protocol (a JoinGroup the
+coordinator holds for seconds included), ``"offsets"`` connections OffsetCommit and
+OffsetFetch, ``"default"`` everything else.
 """
 
 from __future__ import annotations
@@ -392,8 +393,9 @@ class Client(AsyncResource):
 
     # ----------------------------------------------------------------- coordinators
 
-    async def coordinator(self, group: str) -> BrokerConnection:
-        """A ``"group"``-purpose connection to ``group``'s coordinator (cached)."""
+    async def coordinator(self, group: str, purpose: str = "group") -> BrokerConnection:
+        """A connection to ``group``'s coordinator (cached), ``"group"``-purpose unless
+        told otherwise (offsets use their own: see :class:`~.group.offsets.OffsetManager`)."""
 
         async def attempt() -> BrokerConnection:
             broker = self._coordinators.get(group)
@@ -408,7 +410,7 @@ class Client(AsyncResource):
                 broker = BrokerInfo(resp["coordinator_id"], resp["host"], resp["port"])
                 self._coordinators[group] = broker
             try:
-                return await self._connect(broker.host, broker.port, "group", broker.node_id)
+                return await self._connect(broker.host, broker.port, purpose, broker.node_id)
             except (KafkaConnectionError, RequestTimedOutError):
                 self.invalidate_coordinator(group)
                 raise

@@ -192,7 +192,7 @@ class ConsumerGroup(AsyncResource):
             now = anyio.current_time()
             heartbeat_age = now - (session.last_heartbeat or session.started_at)
             loop_lag = session.watchdog.lag
-            for tp, claim in session._claims.items():
+            for tp, claim in session.reconciler.claims.items():
                 pc = claim._pc
                 position = pc.position
                 hwm = pc.high_water_mark_offset
@@ -369,7 +369,7 @@ class ConsumerGroup(AsyncResource):
             with anyio.CancelScope() as self._join_scope:
                 if session.rejoin_fresh:
                     await self._leave(anyio.current_time() + self.config.net.read_timeout)
-                if cause in (EndCause.HANDLER_ERROR, EndCause.LOST):
+                if cause in (EndCause.HANDLER_ERROR, EndCause.LOST, EndCause.START_FAILED):
                     # Do not spin: a setup that keeps failing, or a coordinator that cannot
                     # be reached, gets the same backoff as a failed join.
                     await anyio.sleep(backoff.next())
@@ -636,7 +636,7 @@ class ConsumerGroup(AsyncResource):
 
     def _apply(self, tp: TopicPartition, *, pause: bool) -> None:
         session = self._session
-        claim = session._claims.get(tp) if session is not None else None
+        claim = session.reconciler.claims.get(tp) if session is not None else None
         if claim is not None:
             claim._pc.pause() if pause else claim._pc.resume()
 

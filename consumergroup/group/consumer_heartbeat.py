@@ -1,9 +1,10 @@
 """The session's heartbeat task on the consumer group protocol (KIP-848).
 
 It replaces the classic session's heartbeat and cooperative-rejoin tasks: one task sends
-a ``ConsumerGroupHeartbeat`` at the interval the broker returns, and a second applies each
-new target assignment through the session's reconciler (the same code path that applies
-a cooperative generation: revoke what the target drops, then claim what it adds). When a
+a ``ConsumerGroupHeartbeat`` at the interval the broker returns, and a second hands each
+new target assignment to the session's :class:`~.reconciler.Reconciler` (the same code
+path that applies a cooperative generation: revoke what the target drops, then claim
+what it adds). When a
 reconciliation finished, the next heartbeat goes out at once: it reports the partitions
 the member now owns, which is how the coordinator learns that revoked partitions are free
 for their next owner.
@@ -27,12 +28,10 @@ from ..errors import (
     UnknownMemberIdError,
 )
 from ..retry import is_transient
-from .membership import Generation
-from .session import EndCause
+from .ending import EndCause
 
 if TYPE_CHECKING:
     from .consumer_membership import ConsumerMembership, Subscription
-    from .handler import ConsumerGroupHandler
     from .session import ConsumerGroupSession
 
 
@@ -44,12 +43,10 @@ class ConsumerHeartbeat:
         session: ConsumerGroupSession,
         membership: ConsumerMembership,
         subscription: Subscription,
-        handler: ConsumerGroupHandler,
     ) -> None:
         self._session = session
         self._membership = membership
         self._subscription = subscription
-        self._handler = handler
         self._wake = anyio.Event()  # set: heartbeat now (an acknowledgement is due)
         self._target: dict[str, list[int]] | None = None  # the newest target not yet applied
         self._pending = anyio.Event()  # set: _target holds a target to apply
@@ -86,7 +83,6 @@ class ConsumerHeartbeat:
             with anyio.move_on_after(membership.heartbeat_interval):
                 await self._wake.wait()
             self._wake = anyio.Event()
-            session._sample_rates(anyio.current_time())
             try:
                 target = await membership.heartbeat(
                     self._subscription if full else None, session.claims
@@ -131,19 +127,12 @@ class ConsumerHeartbeat:
             if target is None or session.done.is_set():
                 continue
             assigned = {(t, p) for t, parts in target.items() for p in parts}
-            if assigned == set(session._claims):
+            if assigned == set(session.reconciler.claims):
                 continue  # a new epoch, the same partitions: nothing to apply
             if session._rebalancing is not None:
                 session._rebalancing(True)
-            generation = Generation(
-                self._membership.member_epoch,
-                self._membership.member_id,
-                "",
-                "consumer",
-                target,
-                cooperative=True,
-            )
-            await session._apply(self._handler, generation)
+            # The epoch is the heartbeat's to set: it may move on while this one applies.
+            await session.reconciler.reconcile(assigned)
             if session._rebalancing is not None:
                 session._rebalancing(False)
             self.wake()  # acknowledge: tell the coordinator what this member owns now

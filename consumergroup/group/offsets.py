@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+#: The coordinator connection offsets use: not the group protocol's, where a JoinGroup the
+#: coordinator holds would delay a commit queued behind it, and a commit that timed out
+#: (retiring its connection) would fail the held join.
+_PURPOSE = "offsets"
 #: Receives every OffsetCommit round trip: (latency in seconds, error or None).
 CommitObserver = Callable[[float, BaseException | None], None]
 
@@ -103,7 +107,7 @@ class OffsetManager:
             return {}
 
         async def attempt() -> dict[TopicPartition, tuple[int, str]]:
-            conn = await self._client.coordinator(self.group)
+            conn = await self._client.coordinator(self.group, _PURPOSE)
             resp = await conn.send(OffsetFetchRequest(self.group, list(by_topic.items())))
             top = getattr(resp, "error_code", 0)
             if top:
@@ -189,18 +193,20 @@ class OffsetManager:
 
     # -------------------------------------------------------------------- commit
 
-    async def commit(self) -> None:
-        """Commit every owned partition whose marked offset moved since its last commit.
+    async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Commit every owned partition whose marked offset moved since its last commit
+        (only those of ``partitions`` when given: a revocation commits what it revokes).
 
         Raises :class:`RebalanceInProgressError` / :class:`IllegalGenerationError` /
         :class:`UnknownMemberIdError` when the member lost its partitions (nothing
         was committed for them), other errors after ``offsets.retry`` is spent.
         """
         async with self._commit_lock:
+            wanted = self._positions if partitions is None else set(partitions)
             dirty = {
                 tp: (pos.last + 1, pos.metadata)
                 for tp, pos in self._positions.items()
-                if pos.last >= -1 and pos.last + 1 != pos.committed
+                if tp in wanted and pos.last >= -1 and pos.last + 1 != pos.committed
             }
             if not dirty:
                 return
@@ -218,7 +224,7 @@ class OffsetManager:
             )
 
             async def attempt() -> None:
-                conn = await self._client.coordinator(self.group)
+                conn = await self._client.coordinator(self.group, _PURPOSE)
                 resp = await conn.send(request)
                 first_error: KafkaError | None = None
                 for topic, parts, *_ in resp.topics:  # flexible versions: tagged fields last

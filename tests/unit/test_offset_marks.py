@@ -112,7 +112,7 @@ async def test_mark_message_on_an_ended_session_reaches_nothing() -> None:
     old.assign({}, {("t", 0): 0})
     old_session = _session(old)
     old_session.mark_message(_message("t", 0, 9))  # caches t/0
-    old_session._revoke([("t", 0)])  # how a session's end releases its partitions
+    old_session.reconciler._release([("t", 0)])  # how a session's end releases its partitions
     new = _manager()
     new.assign({("t", 0): (10, "")}, {("t", 0): 10})
     new_session = _session(new)

@@ -1,0 +1,507 @@
+"""The assignment reconciler: the one owner of a member's claims.
+
+Every way a member receives partitions ends here. Given a target assignment
+``{(topic, partition)}`` (+ optional epoch), :meth:`Reconciler.reconcile` applies the
+difference:
+
+* **revoke** what the target drops: end each claim's stream, let its handler return
+  (cancel it past its budget, and wait until it has ended), ``on_revoked``, commit
+  exactly those partitions' marks, release them;
+* then **add** what it brings: start fetching from the committed offsets,
+  ``on_assigned``, ``setup`` (the first time only), one ``consume_claim`` task each.
+
+Eager members (one session per generation) add everything once and revoke
+everything at the end (:meth:`Reconciler.finish`); cooperative members (KIP-429) and
+KIP-848 members call :meth:`Reconciler.reconcile` with each new target and only the
+difference moves. There is one revocation path (:meth:`Reconciler._revoke`) with one
+time budget (:class:`RevokeBudget`), and it is idempotent: calls are serialised, and a
+partition leaves the registry only once its revocation is complete, so no partition is
+revoked twice however the session's end and a rebalance interleave.
+
+Order on every path: ``on_assigned`` → ``setup`` (first time) → ``consume_claim``;
+``on_revoked``/``on_lost`` only after the claim's handler returned or was cancelled
+past its budget.
+
+Ownership of the shared state (one event loop; "owner" = the only writer):
+
+* ``_owned``: written only under ``_lock`` (by :meth:`reconcile`, :meth:`start`,
+  :meth:`finish`) and by a claim task replacing its own claim after a restart; read
+  by anyone (stats, pause/resume, the rate sampler).
+* ``_tasks``: an entry is added by :meth:`_start` and removed by the task itself when it
+  ends; the revocation path only sets ``stopping`` and cancels ``scope``.
+* ``_budget``: the running revocation's budget, set and cleared by :meth:`_revoke`;
+  :meth:`shorten` (close()) may move its deadline earlier.
+* ``_set_up``: set once, under ``_lock``, when ``setup`` is called.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, NamedTuple
+
+import anyio
+import anyio.abc
+
+from ..errors import (
+    ConsumerError,
+    ConsumerGroupError,
+    RebalanceInProgressError,
+    StaleMemberEpochError,
+)
+from ..retry import FENCED, Backoff
+from .claim import ConsumerGroupClaim
+from .ending import EndCause
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..consumer.consumer import Consumer
+    from .handler import ConsumerGroupHandler
+    from .offsets import OffsetManager
+    from .session import ConsumerGroupSession
+
+_log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+#: A rebalance hook given to ``ConsumerGroup(..., on_assigned=...)``: sync or async.
+HookFn = Callable[..., Awaitable[None] | None]
+#: Starts fetching newly assigned partitions: (claims, partitions not in metadata yet).
+OpenClaims = Callable[
+    [list[TopicPartition]],
+    Awaitable[tuple[dict[TopicPartition, ConsumerGroupClaim], list[TopicPartition]]],
+]
+
+
+class Change(NamedTuple):
+    """What one :meth:`Reconciler.reconcile` did."""
+
+    revoked: list[TopicPartition]
+    added: list[TopicPartition]
+
+
+class RevokeBudget:
+    """The time of one revocation: ``window`` seconds from ``started`` (the coordinator's
+    rejoin window, ``rebalance.timeout``), or less when ``close()`` set an earlier bound.
+
+    Handlers drain until ``2r`` before its end, hooks (and ``cleanup``) run until ``r``
+    before it, the commit gets the last ``r``, with ``r = min(read_timeout, window / 4)``.
+    """
+
+    def __init__(self, started: float, window: float, read_timeout: float, bound: float) -> None:
+        self._started = started
+        self._window = window
+        self._read_timeout = read_timeout
+        self._bound = bound
+        # The running step's scope and its slack: shorten() moves it earlier.
+        self._step: tuple[anyio.CancelScope, int] | None = None
+
+    def deadline(self, slack: int) -> float:
+        """End of a step that leaves ``slack`` reserves before the end (anyio clock)."""
+        final = min(self._started + self._window, self._bound)
+        reserve = min(self._read_timeout, max(final - self._started, 0.0) / 4)
+        return final - slack * reserve
+
+    def step(self, slack: int) -> anyio.CancelScope:
+        """A cancel scope for the next step; the running one is what :meth:`shorten` moves."""
+        scope = anyio.CancelScope(deadline=self.deadline(slack))
+        self._step = (scope, slack)
+        return scope
+
+    def shorten(self, bound: float) -> None:
+        """Everything must be done by ``bound`` (close()'s deadline)."""
+        self._bound = min(self._bound, bound)
+        if self._step is not None:
+            scope, slack = self._step
+            scope.deadline = min(scope.deadline, self.deadline(slack))
+
+
+@dataclass(slots=True, eq=False)
+class _ClaimTask:
+    """One running ``consume_claim`` task (and its restarts)."""
+
+    #: Cancels the task (its handler) once its drain budget is spent.
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    #: Set when the claim must end (revoked, or the session ends): wakes a restart backoff.
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    #: Set by the task itself when it has ended: the handler is no longer running.
+    ended: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Reconciler:
+    """Owns one session's claims and applies target assignments to them (see the module).
+
+    ``claims``: the session's first claims, opened by the session factory; they are
+    announced (``on_assigned``, ``setup``) and started by :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        session: ConsumerGroupSession,
+        *,
+        claims: dict[TopicPartition, ConsumerGroupClaim],
+        consumer: Consumer,
+        offsets: OffsetManager,
+        config: Config,
+        hooks: dict[str, HookFn],
+        open_claims: OpenClaims | None,
+    ) -> None:
+        self._session = session
+        self._consumer = consumer
+        self._offsets = offsets
+        self._config = config
+        self._hooks = hooks
+        self._open_claims = open_claims
+        # The partitions this member owns, each with its current claim (module docstring).
+        self._owned: dict[TopicPartition, ConsumerGroupClaim] = dict(claims)
+        self._tasks: dict[TopicPartition, _ClaimTask] = {}
+        # Serialises reconcile/start/finish: one change of the claims at a time.
+        self._lock = anyio.Lock()
+        self._set_up = False
+        self._budget: RevokeBudget | None = None
+        # close()'s bound on any revocation (anyio clock).
+        self._bound = math.inf
+        # Bound by bind() when the session runs: where claim tasks live, and whose hooks.
+        self._group: anyio.abc.TaskGroup | None = None
+        self._handler: ConsumerGroupHandler | None = None
+
+    @property
+    def claims(self) -> dict[TopicPartition, ConsumerGroupClaim]:
+        """The partitions owned right now and their claims (read only: do not modify)."""
+        return self._owned
+
+    def bind(self, group: anyio.abc.TaskGroup, handler: ConsumerGroupHandler) -> None:
+        """Where claim tasks run (the session's claims task group) and the user's handler."""
+        self._group = group
+        self._handler = handler
+
+    # ------------------------------------------------------------------ the API
+
+    async def start(self) -> None:
+        """Announce and start the session's first claims: ``on_assigned`` → ``setup`` →
+        ``consume_claim`` tasks."""
+        async with self._lock:
+            await self._announce(sorted(self._owned))
+
+    async def reconcile(self, target: Iterable[TopicPartition], epoch: int | None = None) -> Change:
+        """Apply a target assignment: given a target assignment {(topic, partition)}
+        (+ optional epoch), apply the difference: revoke (drain handler, on_revoked,
+        commit exactly those partitions' marks, release) then add (on_assigned, setup
+        first time, start claims).
+
+        ``epoch`` (a generation id, or a KIP-848 member epoch) becomes the session's
+        ``generation_id`` and what commits carry, before anything is revoked: the revoked
+        partitions' commit goes out under it. ``on_assigned`` is called even when nothing
+        is added (as Java's ``onPartitionsAssigned``); ``on_revoked`` only when something is
+        revoked. Calls are serialised; after the session ended it revokes but adds
+        nothing. Partitions that cannot be started yet end the session
+        (PARTITIONS_CHANGED, or START_FAILED when their offsets cannot be fetched).
+        """
+        assigned = set(target)
+        async with self._lock:
+            if epoch is not None:
+                self._session.set_epoch(epoch)
+            revoked = sorted(set(self._owned) - assigned)
+            added = sorted(assigned - set(self._owned))
+            if revoked:
+                await self._revoke(revoked, graceful=True, started=anyio.current_time())
+            if not self._session.done.is_set():
+                await self._add(added)
+            return Change(revoked, added)
+
+    async def finish(self, *, graceful: bool, started: float) -> None:
+        """The session's end: revoke everything still owned (``on_revoked`` after a graceful
+        end, else ``on_lost`` and no commit), with ``cleanup`` before the commit. Waits for
+        a revocation in progress, which keeps its partitions: each is revoked once."""
+        async with self._lock:
+            await self._revoke(sorted(self._owned), graceful=graceful, started=started, end=True)
+
+    def stop_all(self) -> None:
+        """The session is ending: end every claim's stream and wake every restart backoff."""
+        for claim in self._owned.values():
+            claim._pc.stop()
+        for task in self._tasks.values():
+            task.stopping.set()
+
+    def shorten(self, bound: float) -> None:
+        """close(): every revocation, the running one included, ends by ``bound``."""
+        self._bound = min(self._bound, bound)
+        if self._budget is not None:
+            self._budget.shorten(bound)
+
+    def abandon(self) -> None:
+        """Release every claim without user code or commit (teardown after a failure)."""
+        self._release(list(self._owned))
+
+    # ------------------------------------------------------------------ revoke
+
+    async def _revoke(
+        self,
+        partitions: Sequence[TopicPartition],
+        *,
+        graceful: bool,
+        started: float,
+        end: bool = False,
+    ) -> None:
+        """The one revocation path: drain → on_revoked/on_lost (→ cleanup at the end) →
+        commit these partitions' marks (graceful only) → release. Caller holds ``_lock``."""
+        budget = self._budget = RevokeBudget(
+            started,
+            self._config.consumer.group.rebalance.timeout,
+            self._config.net.read_timeout,
+            self._bound,
+        )
+        try:
+            await self._drain(partitions, budget)
+            with budget.step(1):
+                if graceful:
+                    await self._user("on_revoked", self._session, list(partitions))
+                else:
+                    await self._user("on_lost", list(partitions))
+                if end:
+                    await self._user("cleanup", self._session)
+            if graceful and partitions:
+                with budget.step(0):
+                    await self._commit(partitions, end)
+        finally:
+            self._budget = None
+            self._release(partitions)
+
+    async def _drain(self, partitions: Sequence[TopicPartition], budget: RevokeBudget) -> None:
+        """End these claims' streams, wait for their handlers until ``2r`` before the end of
+        the budget, cancel those still running and wait until they have ended."""
+        running: list[tuple[TopicPartition, _ClaimTask]] = []
+        for tp in partitions:
+            claim = self._owned.get(tp)
+            if claim is not None:
+                claim._pc.stop()
+            task = self._tasks.get(tp)
+            if task is not None:
+                task.stopping.set()
+                running.append((tp, task))
+        with budget.step(2):
+            for _, task in running:
+                await task.ended.wait()
+        late = [(tp, task) for tp, task in running if not task.ended.is_set()]
+        for tp, task in late:
+            self._session.log.warning("handler for %s/%d did not return; cancelling it", *tp)
+            task.scope.cancel()
+        # A cancelled handler ends at its next await; the hooks follow only after that.
+        with anyio.CancelScope(shield=True, deadline=budget.deadline(0)):
+            for _, task in late:
+                await task.ended.wait()
+        for tp, task in late:
+            if not task.ended.is_set():
+                self._session.log.error(
+                    "handler for %s/%d ignores its cancellation; revoking it anyway", *tp
+                )
+
+    async def _commit(self, partitions: Sequence[TopicPartition], end: bool) -> None:
+        """Commit exactly these partitions' marks; a failure is logged, not raised: the
+        partitions' next owner re-reads from their last commit."""
+        what = "final commit" if end else f"commit before revoking {list(partitions)}"
+        try:
+            try:
+                await self._offsets.commit(partitions)
+            except StaleMemberEpochError:
+                # The consumer protocol moved the member to a newer epoch: once more
+                # under the one the next heartbeat brings.
+                if not await self._session._next_epoch():
+                    raise
+                await self._offsets.commit(partitions)
+        except RebalanceInProgressError:
+            self._session.log.warning(
+                "%s refused: the group is rebalancing; uncommitted messages will be read again",
+                what,
+            )
+        except FENCED as exc:
+            self._session.log.warning(
+                "%s refused (%s): the partitions moved on; uncommitted messages will be read "
+                "again by their new owner",
+                what,
+                type(exc).__name__,
+            )
+        except ConsumerGroupError as exc:
+            if end:
+                self._session._report(ConsumerError(f"{what} failed: {exc}", cause=exc))
+            else:
+                self._session.log.warning(
+                    "%s failed (%s): their new owners re-read from the last commit", what, exc
+                )
+
+    def _release(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop claims from the registry and forget their marks (after their commit)."""
+        partitions = list(partitions)
+        for tp in partitions:
+            claim = self._owned.pop(tp, None)
+            if claim is not None:
+                claim._pc.stop()
+        self._offsets.release(partitions)
+
+    # ------------------------------------------------------------------ add
+
+    async def _add(self, added: list[TopicPartition]) -> None:
+        """Start fetching ``added`` from their committed offsets, then announce them."""
+        unknown: list[TopicPartition] = []
+        if added:
+            assert self._open_claims is not None, "this session cannot open claims"
+            try:
+                claims, unknown = await self._open_claims(added)
+            except ConsumerGroupError as exc:
+                self._session._end_start_failed(added, exc)
+                return
+            self._owned.update(claims)
+            added = sorted(claims)
+        await self._announce(added)
+        if unknown:
+            self._session._end_unseen(unknown)
+
+    async def _announce(self, added: list[TopicPartition]) -> None:
+        """``on_assigned`` → ``setup`` (first time) → one ``consume_claim`` task each."""
+        if not await self._user("on_assigned", self._session, added):
+            return
+        if not self._set_up:
+            self._set_up = True
+            if not await self._user("setup", self._session):
+                return
+        if self._session.done.is_set():
+            return
+        for tp in added:
+            if tp in self._owned:
+                self._start(tp)
+
+    async def _user(self, name: str, *args: object) -> bool:
+        """Call the handler's hook ``name``, then the group's ``name=`` callable, if any.
+
+        An error in ``on_assigned``/``setup`` ends the session like a handler error;
+        later hooks only report theirs. Returns False when the hook raised.
+        """
+        try:
+            await getattr(self._handler, name)(*args)
+            extra = self._hooks.get(name)
+            if extra is not None:
+                result = extra(*args)
+                if inspect.isawaitable(result):
+                    await result
+        except Exception as exc:
+            err = ConsumerError(f"{name} raised {exc!r}", cause=exc)
+            if name in ("on_assigned", "setup"):
+                self._session._handler_failed(err, f"{name} raised")
+            else:
+                self._session._report(err)
+            return False
+        return True
+
+    # ------------------------------------------------------------------ claim tasks
+
+    def _start(self, tp: TopicPartition) -> None:
+        assert self._group is not None, "bind() before starting claims"
+        task = self._tasks[tp] = _ClaimTask()
+        self._group.start_soon(self._run_claim, tp, task, name=f"claim-{tp[0]}-{tp[1]}")
+
+    async def _run_claim(self, tp: TopicPartition, task: _ClaimTask) -> None:
+        """Run ``consume_claim`` for one claim until it is revoked or the session ends.
+
+        A handler that returns, or raises with ``return_errors`` on, while the claim is
+        still owned is restarted after a backoff with a fresh claim starting at the
+        partition's last marked offset: a partition is never left owned but unread.
+        """
+        claim = self._owned[tp]
+        try:
+            with task.scope:
+                await self._claim_loop(claim, task)
+        finally:
+            self._tasks.pop(tp, None)
+            current = self._owned.get(tp)
+            if current is not None:
+                current._pc.stop()
+            task.ended.set()
+
+    async def _claim_loop(self, claim: ConsumerGroupClaim, task: _ClaimTask) -> None:
+        """The body of :meth:`_run_claim`: handle, and restart while the claim is owned."""
+        session = self._session
+        tp = (claim.topic, claim.partition)
+        backoff = Backoff(self._config.consumer.retry.backoff)
+        handler = self._handler
+        assert handler is not None
+        while True:
+            marked = self._offsets.marked(*tp)
+            try:
+                await handler.consume_claim(session, claim)
+                what = "returned"
+            except Exception as exc:
+                err = ConsumerError(
+                    "consume_claim raised; its unmarked messages will be read again",
+                    topic=claim.topic,
+                    partition=claim.partition,
+                    cause=exc,
+                )
+                if not self._config.consumer.return_errors:
+                    session.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
+                    return
+                session._report(err)
+                what = "raised"
+            claim._pc.stop()
+            if task.stopping.is_set():
+                return  # revoked, or the session is ending: not an early return
+            if self._offsets.marked(*tp) != marked:
+                backoff.reset()  # it made progress: not a handler failing in a loop
+            next_claim = await self._reclaim(claim, what, backoff, task)
+            if next_claim is None:
+                return
+            claim = next_claim
+
+    async def _reclaim(
+        self, claim: ConsumerGroupClaim, what: str, backoff: Backoff, task: _ClaimTask
+    ) -> ConsumerGroupClaim | None:
+        """A new claim on the same partition from its marked offset, after a backoff;
+        None when the claim is revoked or the session ends first (either wakes it).
+
+        The warning is logged only once the backoff is over and the claim is still owned:
+        a handler that returned because a close() was on its way is not an early return.
+        """
+        tp = (claim.topic, claim.partition)
+        while True:
+            delay = backoff.next()
+            self._session.log.debug("consume_claim for %s/%d %s", *tp, what)
+            with anyio.move_on_after(delay):
+                await task.stopping.wait()
+            if task.stopping.is_set():
+                return None
+            self._session.log.warning(
+                "consume_claim for %s/%d %s while the session runs; restarting it after "
+                "%.1fs from offset %d",
+                *tp,
+                what,
+                delay,
+                self._offsets.marked(*tp),
+            )
+            try:
+                pcs = await self._consumer.consume_partitions(
+                    {tp: self._offsets.marked(*tp)}, paused=[tp] if claim._pc.paused else ()
+                )
+            except ConsumerGroupError as exc:
+                what = f"could not be restarted ({exc})"
+                continue
+            pc = pcs[tp]
+            if task.stopping.is_set() or tp not in self._owned:  # ended during the restart
+                pc.stop()
+                return None
+            fresh = ConsumerGroupClaim(pc, pc.next_offset)
+            self._owned[tp] = fresh
+            return fresh
+
+
+def claim_on_stack(stack: Sequence[FrameType]) -> str:
+    """Name the claim whose handler holds the loop, from the loop thread's stack."""
+    code = Reconciler._claim_loop.__code__
+    for frame in stack:
+        if frame.f_code is code:
+            claim = frame.f_locals.get("claim")
+            return (
+                f"in consume_claim for {claim.topic}/{claim.partition}" if claim else "in a claim"
+            )
+    return "outside any claim handler"

@@ -1,0 +1,167 @@
+"""KIP-429 cooperative rebalancing: rejoin with the claims running, hand each new
+assignment to the :class:`~.reconciler.Reconciler`.
+
+Eager members never get here: a rebalance ends their session. A cooperative member's
+session spans generations; :class:`CooperativeRejoin` is its protocol driver (a KIP-848
+member has its own driver feeding the same reconciler).
+
+Shared state (one event loop): ``requested`` is set by :meth:`request` (anyone who
+learns of a rebalance: heartbeat, commit, a revocation that needs a second round) and
+cleared only by :meth:`CooperativeRejoin.run`; ``joined`` is replaced by an unset event
+by :meth:`request` and set by :meth:`run` once the join is over (or by :meth:`cancel`);
+``joins`` and ``rejoined`` (set and replaced at each completed join) are written only by
+:meth:`run` (``rejoined`` also set by :meth:`cancel`); ``active`` by :meth:`request` and
+:meth:`run`;
+commits read them (to hold back during a rebalance, and to tell a stale fencing answer
+from a real one). ``_scope`` (the join in flight) is set by :meth:`run` and cancelled by
+:meth:`cancel` (the session's end), which also sets ``abandoned``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..errors import ConsumerGroupError, FencedInstanceIdError
+from ..retry import Backoff, is_transient
+from .ending import EndCause
+
+if TYPE_CHECKING:
+    from .membership import Membership
+    from .reconciler import Reconciler
+    from .session import ConsumerGroupSession
+
+
+class CooperativeRejoin:
+    """The cooperative member's rejoin loop (see the module)."""
+
+    def __init__(
+        self,
+        session: ConsumerGroupSession,
+        membership: Membership,
+        reconciler: Reconciler,
+        topics: list[str],
+        rebalancing: Callable[[bool], None] | None,
+    ) -> None:
+        self._session = session
+        self._membership = membership
+        self._reconciler = reconciler
+        self._topics = topics
+        # Told True when a rebalance starts, False when its assignment is applied.
+        self._rebalancing = rebalancing
+        self.requested = anyio.Event()
+        # JoinGroup/SyncGroup rounds started; ``joined`` is set while no rejoin is pending,
+        # in flight or backing off after a failure.
+        self.joins = 0
+        self.joined = anyio.Event()
+        self.joined.set()
+        # Set (and replaced) each time a join completes, or when the session ends.
+        self.rejoined = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        # A rebalance is requested, being joined or being applied.
+        self.active = False
+        # A join was abandoned (the session ends): the generation may have moved on.
+        self.abandoned = False
+
+    @property
+    def joining(self) -> bool:
+        """A JoinGroup/SyncGroup is in flight (heartbeats pause meanwhile)."""
+        return self._scope is not None
+
+    @property
+    def pending(self) -> bool:
+        """A rejoin is pending, in flight or backing off after a failure."""
+        return not self.joined.is_set()
+
+    def request(self) -> None:
+        """The group rebalances: rejoin (a pending join is the answer to it already)."""
+        self.active = True
+        if not self.pending:
+            self.joined = anyio.Event()
+            self.requested.set()
+
+    def cancel(self) -> None:
+        """The session ends: abandon the join in flight (close() must not wait for it)."""
+        if self._scope is not None:
+            self.abandoned = True
+            self._scope.cancel()
+        self.joined.set()  # nobody waits for a join that will not happen
+        self.rejoined.set()
+
+    async def run(self) -> None:
+        """Rejoin whenever requested, until the session ends.
+
+        A transient join failure keeps the claims (Java keeps the owned partitions and
+        rejoins) and tries again after a backoff; only a fencing answer or a non-transient
+        error ends the session.
+        """
+        session = self._session
+        retry = session._config.consumer.group.rebalance.retry
+        backoff = Backoff(retry.backoff)
+        while not session.done.is_set():
+            await self.requested.wait()
+            self.requested = anyio.Event()
+            if session.done.is_set():
+                return
+            if self._rebalancing is not None:
+                self._rebalancing(True)
+            member_id = self._membership.member_id
+            owned = session.claims
+            self.joins += 1
+            generation = None
+            try:
+                with anyio.CancelScope() as self._scope:
+                    generation = await self._membership.join(self._topics, owned)
+            except FencedInstanceIdError as exc:
+                session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
+                return
+            except ConsumerGroupError as exc:
+                if not is_transient(exc):
+                    session.end(EndCause.LOST, f"cooperative rejoin failed: {exc}", exc)
+                    return
+                delay = backoff.next()
+                session.log.warning(
+                    "cooperative rejoin failed (%s); keeping %d partitions, rejoining in %.1fs",
+                    exc,
+                    sum(map(len, owned.values())),
+                    delay,
+                )
+                with anyio.move_on_after(delay):
+                    await session.done.wait()
+                self.requested.set()  # still pending: commits keep waiting
+                continue
+            finally:
+                self._scope = None
+            self.joined.set()
+            if generation is None:  # cancelled: the session is ending
+                return
+            rejoined, self.rejoined = self.rejoined, anyio.Event()
+            rejoined.set()
+            backoff.reset()
+            if generation.member_id != member_id:
+                session.end(EndCause.FENCED, "the coordinator forgot this member during the rejoin")
+                return
+            if generation.generation_id == session.generation_id:
+                # No rebalance happened: the coordinator answered with the stored assignment
+                # (Tansu does this for a static member), so partitions withheld for the
+                # second round stay unassigned until the next rebalance.
+                session.log.warning(
+                    "rejoined without a new generation (%d): the coordinator did not rebalance",
+                    session.generation_id,
+                )
+            target = [(t, p) for t, parts in generation.assignment.items() for p in parts]
+            change = await self._reconciler.reconcile(target, generation.generation_id)
+            session.log.info(
+                "generation %d (cooperative): revoked %s, added %s",
+                generation.generation_id,
+                change.revoked,
+                change.added,
+            )
+            if change.revoked:
+                self.request()  # the second round hands the revoked partitions out
+            else:
+                self.active = False
+            if self._rebalancing is not None:
+                self._rebalancing(False)

@@ -1,0 +1,166 @@
+"""The session's background work, one small task each: heartbeats, the auto-commit
+ticker, the partition watcher and rate sampling.
+
+Each runs in the session's background task group from before any user code until the
+session's claims are released, and talks to the session only through
+:meth:`ConsumerGroupSession.end` / :meth:`~ConsumerGroupSession.rebalance` and the
+fields its docstring names. None of them touches the claims: those belong to the
+:class:`~.reconciler.Reconciler`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..errors import (
+    ConsumerError,
+    ConsumerGroupError,
+    FencedInstanceIdError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from ..retry import FENCED, is_transient
+from .ending import EndCause
+
+if TYPE_CHECKING:
+    from .session import ConsumerGroupSession
+
+
+async def heartbeat_loop(session: ConsumerGroupSession) -> None:
+    """Heartbeat every ``heartbeat_interval`` until the session's claims are released.
+
+    Writes ``session.last_heartbeat``. REBALANCE_IN_PROGRESS → ``session.rebalance()``;
+    UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / FENCED_INSTANCE_ID → FENCED; no answer for
+    a session timeout → LOST. Paused while a cooperative join is in flight: the join
+    itself keeps the membership alive meanwhile.
+    """
+    group = session._config.consumer.group
+    last_ok = anyio.current_time()
+    while True:
+        await anyio.sleep(group.heartbeat_interval)
+        if session._joining:
+            last_ok = anyio.current_time()
+            continue
+        try:
+            await session._classic.heartbeat()
+        except RebalanceInProgressError as exc:
+            session._notify("on_heartbeat", exc)
+            last_ok = session.last_heartbeat = anyio.current_time()  # alive, told to rejoin
+            session.rebalance("the group is rebalancing")
+            continue
+        except FencedInstanceIdError as exc:
+            session._notify("on_heartbeat", exc)
+            session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
+            return
+        except (UnknownMemberIdError, IllegalGenerationError) as exc:
+            session._notify("on_heartbeat", exc)
+            if isinstance(exc, UnknownMemberIdError):
+                session._classic.reset()
+            session.end(EndCause.FENCED, f"{type(exc).__name__}: this generation is over")
+            return
+        except ConsumerGroupError as exc:
+            session._notify("on_heartbeat", exc)
+            if not is_transient(exc):
+                session.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
+                return
+            session._client.invalidate_coordinator(session.group_id)
+            if anyio.current_time() - last_ok > group.session_timeout:
+                session.end(EndCause.LOST, f"no heartbeat got through for {group.session_timeout}s")
+                return
+            session.log.info("heartbeat failed (%s); retrying", exc)
+            await anyio.sleep(session._config.metadata.retry.backoff)
+            continue
+        session._notify("on_heartbeat", None)
+        last_ok = session.last_heartbeat = anyio.current_time()
+
+
+async def auto_commit_loop(session: ConsumerGroupSession) -> None:
+    """Commit the marks every ``auto_commit.interval`` while the session runs.
+
+    A tick that falls while a rebalance is in progress is skipped (as Java's client
+    does): the commit would carry a generation that is ending, and coordinator traffic
+    sent meanwhile can only delay or break the join. The revocation commits what it
+    revokes, and the next tick the rest. The session's end commits the last marks.
+    """
+    interval = session._config.consumer.offsets.auto_commit.interval
+    while not session.done.is_set():
+        with anyio.move_on_after(interval):
+            await session.done.wait()
+        if session.done.is_set():
+            return
+        if session.rebalancing:
+            continue
+        try:
+            await session._commit()  # one that raced a cooperative rejoin goes again next tick
+        except RebalanceInProgressError:
+            session.rebalance("a commit found the group rebalancing")
+        except FencedInstanceIdError as exc:
+            session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
+        except FENCED as exc:
+            session.end(EndCause.FENCED, f"commit refused: {type(exc).__name__}")
+        except ConsumerGroupError as exc:
+            session._report(ConsumerError(f"auto-commit failed: {exc}", cause=exc))
+
+
+async def watch_partitions(session: ConsumerGroupSession) -> None:
+    """End the session (PARTITIONS_CHANGED, rejoining fresh) when a subscribed topic's
+    partition count changes, or (a pattern subscription) the set of matching topics;
+    every member watches, not only the leader."""
+    interval = session._config.consumer.group.partition_watch_interval
+    counts = session._partition_counts
+    subscription = session._subscription
+    pattern = subscription if isinstance(subscription, re.Pattern) else None
+    while not session.done.is_set():
+        with anyio.move_on_after(interval):
+            await session.done.wait()
+        if session.done.is_set():
+            return
+        try:
+            if pattern is not None:
+                matching = await session._client.matching_topics(pattern)
+            else:
+                await session._client.refresh_metadata(*counts)
+        except ConsumerGroupError as exc:
+            session.log.info("partition watch could not refresh metadata: %s", exc)
+            continue
+        if pattern is not None and set(matching) != set(counts):
+            session.rejoin_fresh = True
+            session.end(
+                EndCause.PARTITIONS_CHANGED,
+                f"the topics matching {pattern.pattern!r} are now {matching}",
+            )
+            return
+        for topic, count in counts.items():
+            now = len(session._client.cached_partitions(topic) or ())
+            if now != count:
+                # A coordinator answers a follower that rejoins with unchanged metadata
+                # with the old assignment; leaving first forces the rebalance.
+                session.rejoin_fresh = True
+                session.end(
+                    EndCause.PARTITIONS_CHANGED,
+                    f"topic {topic!r} now has {now} partitions (was {count})",
+                )
+                return
+
+
+async def sample_rates(session: ConsumerGroupSession) -> None:
+    """Per-claim messages/s into ``session.rates``, from position deltas once per
+    heartbeat interval (no per-message cost)."""
+    previous: dict[tuple[str, int], tuple[float, int]] = {}
+    while True:
+        await anyio.sleep(session._config.consumer.group.heartbeat_interval)
+        now = anyio.current_time()
+        claims = session.reconciler.claims
+        for tp, claim in claims.items():
+            position = claim._pc.position
+            last = previous.get(tp)
+            if last is not None and now > last[0] and position >= last[1] >= 0:
+                session.rates[tp] = (position - last[1]) / (now - last[0])
+            previous[tp] = (now, position)
+        for tp in [tp for tp in previous if tp not in claims]:
+            del previous[tp]
+            session.rates.pop(tp, None)

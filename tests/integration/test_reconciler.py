@@ -1,0 +1,301 @@
+"""The assignment reconciler on the broker: the order of hooks and claims on every path,
+one revocation per partition, and a cooperative session that survives what only delays
+its rejoin."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Sequence
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.errors import RebalanceInProgressError
+from consumergroup.testing import EmbeddedBroker, free_port
+from tests.conftest import TopicFactory, unique
+from tests.helpers import KafkaFrameProxy, produce
+from tests.integration.group_support import running_member, wait_for
+from tests.integration.test_cooperative import TP, Tracker, cooperative_config, flat
+from tests.integration.test_examples import committed
+
+pytestmark = pytest.mark.slow
+
+
+class Journal(Tracker):
+    """A Tracker that journals hooks and handler starts/ends in order, and can hold
+    ``setup`` or the handlers' return."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.events: list[tuple[str, object]] = []
+        self.setup_gate: asyncio.Event | None = None  # setup waits for it
+        self.linger: asyncio.Event | None = None  # handlers wait for it once their stream ends
+        self.ignore_stream_end = False  # handlers never return by themselves
+
+    async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        self.events.append(("setup-start", None))
+        if self.setup_gate is not None:
+            await self.setup_gate.wait()
+        await super().setup(session)
+        self.events.append(("setup-end", None))
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        tp = (claim.topic, claim.partition)
+        self.events.append(("claim-start", tp))
+        try:
+            await super().consume_claim(session, claim)
+            self.events.append(("stream-end", tp))
+            if self.linger is not None:
+                await self.linger.wait()
+            if self.ignore_stream_end:
+                await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.sleep(0.3))  # a handler that takes its time to stop
+            raise
+        finally:
+            self.events.append(("claim-end", tp))
+
+    async def on_assigned(self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]) -> None:
+        self.events.append(("assigned", tuple(partitions)))
+        await super().on_assigned(session, partitions)
+
+    async def on_revoked(self, session: cg.ConsumerGroupSession, partitions: Sequence[TP]) -> None:
+        self.events.append(("revoked-start", tuple(partitions)))
+        await asyncio.sleep(0.2)  # long enough for a concurrent call to overlap
+        await super().on_revoked(session, partitions)
+        self.events.append(("revoked-end", tuple(partitions)))
+
+
+def running_handlers(events: list[tuple[str, object]], upto: int) -> set[object]:
+    """Partitions whose handler had started and not ended before ``events[upto]``."""
+    running: set[object] = set()
+    for kind, tp in events[:upto]:
+        if kind == "claim-start":
+            running.add(tp)
+        elif kind == "claim-end":
+            running.discard(tp)
+    return running
+
+
+def check_revocations(member: Journal) -> None:
+    """Each revoked partition was revoked once, never concurrently, and only after its
+    handler had ended."""
+    revoked = [tp for chunk in member.revoked for tp in chunk]
+    assert len(revoked) == len(set(revoked)), f"a partition revoked twice: {member.revoked}"
+    depth = 0
+    for i, (kind, what) in enumerate(member.events):
+        if kind == "revoked-start":
+            depth += 1
+            assert depth == 1, "on_revoked ran twice at once"
+            still = running_handlers(member.events, i) & set(what)  # type: ignore[arg-type]
+            assert not still, f"on_revoked({what}) while their handlers ran: {still}"
+        elif kind == "revoked-end":
+            depth -= 1
+
+
+async def test_partitions_added_during_setup_start_after_it(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A owns all 4 partitions; B joins and its setup is still running when the second
+    round (and then A's departure) hands it partitions: B's claims start after setup, in
+    order, with no on_assigned running during setup, and nothing is lost."""
+    topic = await new_topic(partitions=4)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(200)])
+    a, b = Journal("a"), Journal("b")
+    b.setup_gate = asyncio.Event()
+    async with running_member(bootstrap, group, [topic], a, cooperative_config()) as (_, _):
+        await wait_for(lambda: len(a.owned_now()) == 4, 60, "a owns everything")
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()) as (gb, tb):
+            await wait_for(lambda: bool(gb._membership.assignment), 60, "b assigned partitions")
+            assert ("setup-end", None) not in b.events
+            await asyncio.sleep(0.5)  # the reconciler now has partitions waiting for setup
+            assert not tb.done(), tb
+            b.setup_gate.set()
+            await wait_for(lambda: len(b.owned_now()) == 2, 60, "b's claims")
+            await wait_for(lambda: all(b.started[tp] for tp in b.owned_now()), 30, "b's handlers")
+            assert not tb.done() and not b.lost
+    # A closed first (the inner block is B): B was still running; nothing raised.
+    assert not a.lost and not b.lost
+    kinds = [kind for kind, _ in b.events]
+    setup_at, setup_end = kinds.index("setup-start"), kinds.index("setup-end")
+    assert kinds[0] == "assigned" and setup_at == 1, b.events
+    assert "assigned" not in kinds[setup_at:setup_end], b.events  # nothing during setup
+    assert kinds.index("claim-start") > setup_end, b.events
+    first_claims = [tp for kind, tp in b.events if kind == "claim-start"]
+    announced = flat([list(p) for kind, p in b.events if kind == "assigned"])  # type: ignore[arg-type]
+    assert set(first_claims) <= announced
+
+
+async def test_the_session_ending_during_a_cooperative_revoke_revokes_each_partition_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A's handlers linger once their stream ends; B joins (A revokes 2) and A closes
+    while those 2 drain: on_revoked runs once per partition, never twice at once, and
+    only after the handlers ended."""
+    topic = await new_topic(partitions=4)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(200)])
+    a, b = Journal("a"), Journal("b")
+    a.linger = asyncio.Event()
+    config = cooperative_config()
+    config.consumer.group.rebalance.timeout = 20.0
+    async with running_member(bootstrap, group, [topic], a, config) as (ga, _):
+        await wait_for(lambda: len(a.owned_now()) == 4 and len(a.seen) > 0, 60, "a owns all")
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+            await wait_for(
+                lambda: any(kind == "stream-end" for kind, _ in a.events), 60, "a revoking"
+            )
+            close = asyncio.create_task(ga.close())
+            await asyncio.sleep(0.5)  # the end meets the revocation in progress
+            a.linger.set()
+            await asyncio.wait_for(close, 30)
+    check_revocations(a)
+    assert flat(a.revoked) == {(topic, p) for p in range(4)}
+    assert not a.lost
+
+
+async def test_on_revoked_waits_for_a_cancelled_handler_to_end(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A handler that ignores the end of its stream is cancelled past its budget, and
+    on_revoked runs only once it has ended (it takes a while to stop)."""
+    topic = await new_topic(partitions=2)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(20)])
+    a, b = Journal("a"), Journal("b")
+    a.ignore_stream_end = True
+    config = cooperative_config()
+    config.consumer.group.rebalance.timeout = 3.0  # handlers drain for ~1.5 s
+    async with running_member(bootstrap, group, [topic], a, config):
+        await wait_for(lambda: len(a.owned_now()) == 2, 60, "a owns both")
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+            await wait_for(lambda: len(b.owned_now()) == 1, 60, "b takes one")
+            check_revocations(a)
+            assert len(flat(a.revoked)) == 1
+        a.ignore_stream_end = False
+    check_revocations(a)
+
+
+async def test_a_revoked_claim_in_restart_backoff_is_revoked_at_once(
+    bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A's handlers return at once (restarted after a long backoff): a partition revoked
+    meanwhile does not wait for the backoff, nor for its drain budget."""
+    topic = await new_topic(partitions=2)
+    group = unique()
+
+    class Returns(Journal):
+        async def consume_claim(
+            self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+        ) -> None:
+            self.started[(claim.topic, claim.partition)] += 1
+
+    a, b = Returns("a"), Journal("b")
+    config = cooperative_config(consumer__retry__backoff=60.0)
+    config.consumer.group.rebalance.timeout = 30.0
+    caplog.set_level(logging.WARNING, "consumergroup")
+    async with running_member(bootstrap, group, [topic], a, config):
+        await wait_for(lambda: sum(a.started.values()) == 2, 60, "a's handlers returned")
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+            await wait_for(lambda: len(b.owned_now()) == 1, 60, "b takes one")
+            assert len(flat(a.revoked)) == 1
+    assert not [r for r in caplog.records if "did not return" in r.getMessage()]
+    assert not a.lost
+
+
+class JoinRefusingProxy(KafkaFrameProxy):
+    """Answers ``client_id``'s next ``refusals`` JoinGroups REBALANCE_IN_PROGRESS once armed
+    (what a scale-out can answer several times in a row)."""
+
+    def __init__(self, target_port: int, listen_port: int, client_id: str) -> None:
+        super().__init__(target_port, listen_port)
+        self.client_id = client_id
+        self.refusals = 0
+        self.refused = 0
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        if key != 11 or client_id != self.client_id or self.refused >= self.refusals:
+            return frame
+        self.refused += 1
+        at = 8 if version < 6 else 9  # correlation id, (tagged fields,) throttle time
+        return frame[:at] + struct.pack(">h", RebalanceInProgressError.errno) + frame[at + 2 :]
+
+
+async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
+    """Every join attempt of a rejoin answered REBALANCE_IN_PROGRESS: the member keeps its
+    partitions and rejoins (as Java does), it does not lose them."""
+    proxy_port = free_port()
+    topic = unique("refused")
+    group = unique()
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        JoinRefusingProxy(broker.port, proxy_port, client_id="a") as proxy,
+    ):
+        await broker.create_topic(topic, 4)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        await produce(bootstrap, topic, [str(i).encode() for i in range(100)])
+        a, b = Journal("a"), Journal("b")
+        config_a = cooperative_config(client_id="a")
+        config_a.consumer.group.rebalance.retry.max = 1
+        async with running_member(bootstrap, group, [topic], a, config_a) as (_, ta):
+            await wait_for(lambda: len(a.owned_now()) == 4, 60, "a owns everything")
+            session = a.session
+            proxy.refusals = 6  # three whole rejoins (two attempts each) fail
+            async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+                await wait_for(lambda: len(b.owned_now()) == 2, 90, "a 2/2 split")
+                assert proxy.refused == 6
+                kept = a.owned_now()
+                assert a.session is session and not ta.done()
+                assert all(a.started[tp] == 1 and a.ended[tp] == 0 for tp in kept)
+        assert not a.lost
+
+
+async def test_auto_commits_during_a_held_rejoin_do_not_break_it(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The coordinator holds A's JoinGroup (half the session timeout on the embedded
+    broker) longer than a commit may take: commits during the rejoin must neither time
+    out behind it nor fail it."""
+    topic = await new_topic(partitions=4)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+    a, b = Journal("a"), Journal("b")
+    a.delay = 0.02  # marks keep coming during the rejoin
+    config = cooperative_config(net__read_timeout=1.0)
+    async with running_member(bootstrap, group, [topic], a, config) as (_, ta):
+        await wait_for(lambda: len(a.owned_now()) == 4 and len(a.seen) > 9, 60, "a's claims")
+        session = a.session
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+            await wait_for(lambda: len(b.owned_now()) == 2, 60, "a 2/2 split")
+            assert a.session is session and not ta.done()
+        assert not a.lost
+
+
+async def test_close_during_a_held_rejoin_commits_at_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """close() while the coordinator holds the member's JoinGroup: the final commit does
+    not wait behind the held join, it goes out within close()'s short bound."""
+    topic = await new_topic(partitions=2)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(40)])
+    a, b = Journal("a"), Journal("b")
+    config = cooperative_config(consumer__offsets__auto_commit__enable=False)
+    config.consumer.group.session_timeout = 10.0  # the embedded broker holds joins ~5 s
+    member = cg.ConsumerGroup([bootstrap], group, config)
+    task = asyncio.create_task(member.run([topic], a))
+    try:
+        await wait_for(lambda: len(a.seen) == 40, 60, "a read everything")
+        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+            await wait_for(lambda: a.session is not None and a.session._joining, 60, "a rejoins")
+            await asyncio.sleep(0.5)
+            await asyncio.wait_for(member.close(timeout=3.0), 10)
+    finally:
+        await member.close()
+        await asyncio.wait_for(task, 10)
+    assert sum((await committed(bootstrap, group, topic, 2)).values()) == 40
