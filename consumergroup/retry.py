@@ -55,8 +55,9 @@ T = TypeVar("T")
 
 #: Answers that mean the member no longer owns its partitions: committing is pointless
 #: and unsafe, and the member must rejoin (a new generation, or as a new member).
+#: REBALANCE_IN_PROGRESS is not one: the member still owns its partitions until it
+#: rejoins (a cooperative member keeps most of them).
 FENCED: tuple[type[ConsumerGroupError], ...] = (
-    RebalanceInProgressError,
     IllegalGenerationError,
     UnknownMemberIdError,
     FencedMemberEpochError,
@@ -66,7 +67,11 @@ FENCED: tuple[type[ConsumerGroupError], ...] = (
 RETRY_LATER: tuple[type[ConsumerGroupError], ...] = (UnreleasedInstanceIdError,)
 
 #: Answers that end a join attempt but are cured by joining again.
-REJOIN: tuple[type[ConsumerGroupError], ...] = (*FENCED, MemberIdRequiredError)
+REJOIN: tuple[type[ConsumerGroupError], ...] = (
+    *FENCED,
+    RebalanceInProgressError,
+    MemberIdRequiredError,
+)
 
 #: Errors after which a group's coordinator must be looked up again: it moved, is
 #: loading, or the connection to it failed (no broker answering included). All transient.

@@ -6,7 +6,14 @@ import pytest
 
 from consumergroup import errors
 from consumergroup.config import RetryConfig
-from consumergroup.retry import COORDINATOR_LOST, FENCED, Backoff, is_transient, retrying
+from consumergroup.retry import (
+    COORDINATOR_LOST,
+    FENCED,
+    REJOIN,
+    Backoff,
+    is_transient,
+    retrying,
+)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +74,16 @@ def test_no_brokers_is_a_connection_error() -> None:
     assert issubclass(errors.NoBrokersAvailableError, errors.KafkaConnectionError)
     assert isinstance(errors.NoBrokersAvailableError("x"), COORDINATOR_LOST)
     assert not isinstance(errors.NoBrokersAvailableError("x"), FENCED)
+
+
+def test_rebalance_in_progress_is_a_rejoin_answer_not_fencing() -> None:
+    """The member still owns its partitions while the group rebalances: not FENCED (whose
+    handlers say "the partitions moved on"), but still a transient REJOIN answer."""
+    exc = errors.RebalanceInProgressError("x")
+    assert not isinstance(exc, FENCED)
+    assert isinstance(exc, REJOIN) and is_transient(exc)
+    assert isinstance(errors.IllegalGenerationError("x"), FENCED)
+    assert isinstance(errors.UnknownMemberIdError("x"), FENCED)
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
