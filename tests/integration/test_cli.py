@@ -581,3 +581,19 @@ async def test_a_broker_lost_mid_run_ends_in_one_line_never_a_traceback() -> Non
         assert line.startswith("Error: consuming failed: ")
     else:
         assert proc.returncode == 0, stderr
+
+
+async def test_consume_n_stops_without_an_early_return_warning(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """-n 5 over three partitions: the handlers return because the limit was reached and
+    a close is on its way, which is not an early return (no restart warning)."""
+    topic = await new_topic(partitions=3)
+    await produce(bootstrap, topic, [f"w{i}".encode() for i in range(30)])
+    result = await run_cli(
+        "consume", "-b", bootstrap, "-g", unique(), "-t", topic, "--from-beginning",
+        "-n", "5", "--timeout", "60", *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert len(result.out.splitlines()) == 5, result.out
+    assert "returned while the session runs" not in result.err, result.err
