@@ -33,7 +33,8 @@ test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
-## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`.
+## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`;
+## "--assignor cooperative-sticky" runs the members cooperative (default: range, eager).
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 

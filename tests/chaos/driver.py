@@ -83,10 +83,11 @@ FAULTS = (
 class Member:
     """One member slot: its proxy (for the whole run) and its current process, if any."""
 
-    def __init__(self, index: int, proxy: FaultProxy, workdir: Path) -> None:
+    def __init__(self, index: int, proxy: FaultProxy, workdir: Path, assignor: str) -> None:
         self.index = index
         self.proxy = proxy
         self.workdir = workdir
+        self.assignor = assignor
         self.proc: asyncio.subprocess.Process | None = None
         self.incarnation = 0
         self.expect_exit = False  # we killed or stopped it: an exit is not a failure
@@ -127,6 +128,8 @@ class Member:
                 str(CLOSE_BOUND),
                 "--net-timeout",
                 str(NET_TIMEOUT),
+                "--assignor",
+                self.assignor,
                 cwd=str(REPO),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
@@ -165,6 +168,7 @@ class ChaosReport:
     profile: str
     seed: int
     workdir: Path
+    assignor: str = "range"
     cycles: int = 0
     seconds: float = 0.0
     faults: Counter[str] = field(default_factory=Counter)
@@ -202,7 +206,8 @@ class ChaosReport:
             else "none"
         )
         lines = [
-            f"chaos profile {self.profile}, seed {self.seed}: {self.cycles} cycles "
+            f"chaos profile {self.profile}, assignor {self.assignor}, seed {self.seed}: "
+            f"{self.cycles} cycles "
             f"in {self.seconds:.0f} s (files: {self.workdir})",
             f"faults: {kinds}",
             f"records: produced {self.produced}, handled {self.handled}, distinct "
@@ -232,11 +237,13 @@ class ChaosRun:
         seed: int,
         workdir: Path | None = None,
         log: Callable[[str], None] = print,
+        assignor: str = "range",
     ) -> None:
         self.profile = profile
+        self.assignor = assignor
         self.rng = random.Random(seed)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
-        self.report = ChaosReport(profile.name, seed, self.workdir)
+        self.report = ChaosReport(profile.name, seed, self.workdir, assignor)
         self._log = log
         self.members: list[Member] = []
         self.produced: dict[tuple[int, int], float] = {}  # (partition, offset) -> acked at
@@ -267,7 +274,7 @@ class ChaosRun:
             await broker.create_topic(TOPIC, p.partitions)
             for i in range(p.max_members):
                 proxy = await stack.enter_async_context(FaultProxy(broker.port))
-                self.members.append(Member(i, proxy, self.workdir))
+                self.members.append(Member(i, proxy, self.workdir, self.assignor))
             stop_producing = asyncio.Event()
             background: list[asyncio.Task[None]] = []
             try:

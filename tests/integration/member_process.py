@@ -30,6 +30,15 @@ from typing import Any, TextIO
 import consumergroup as cg
 from tests.integration.group_support import consumer_protocol_config, group_config
 
+#: ``--assignor`` names: eager ones revoke everything at each rebalance, the cooperative
+#: one only what moves.
+ASSIGNORS: dict[str, type[cg.BalanceStrategy]] = {
+    "range": cg.RangeAssignor,
+    "roundrobin": cg.RoundRobinAssignor,
+    "sticky": cg.StickyAssignor,
+    "cooperative-sticky": cg.CooperativeStickyAssignor,
+}
+
 
 class Printer(cg.ConsumerGroupHandler):
     """Writes claims and every handled batch's offsets (after marking them) to ``sink``."""
@@ -87,6 +96,8 @@ async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     status: dict[str, Any] = {"pid": os.getpid(), "run_error": None, "close_error": None}
     make_config = consumer_protocol_config if args.protocol == "consumer" else group_config
     config = make_config(net__dial_timeout=2.0, net__read_timeout=args.net_timeout)
+    if args.protocol == "classic":
+        config.consumer.group.rebalance.strategies = [ASSIGNORS[args.assignor]()]
     member = cg.ConsumerGroup([args.bootstrap], args.group, config)
     run = asyncio.create_task(member.run([args.topic], Printer(sink, False)), name="run")
     stopping = asyncio.create_task(stop.wait(), name="stop-wait")
@@ -153,6 +164,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--net-timeout", type=float, default=5.0, help="net.read_timeout")
     parser.add_argument("--instance-id", help="static membership: consumer.group.instance_id")
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
+    parser.add_argument(
+        "--assignor",
+        choices=sorted(ASSIGNORS),
+        default="range",
+        help="the one strategy (classic protocol)",
+    )
     return parser.parse_args(argv)
 
 
