@@ -15,7 +15,7 @@ import consumergroup as cg
 from consumergroup.errors import RebalanceInProgressError
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import KafkaFrameProxy, produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, produce
 from tests.integration.group_support import running_member, wait_for
 from tests.integration.test_cooperative import TP, Tracker, cooperative_config, flat
 from tests.integration.test_examples import committed
@@ -100,35 +100,36 @@ def check_revocations(member: Journal) -> None:
 async def test_partitions_added_during_setup_start_after_it(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
-    """A owns all 4 partitions; B joins and its setup is still running when the second
-    round (and then A's departure) hands it partitions: B's claims start after setup, in
-    order, with no on_assigned running during setup, and nothing is lost."""
+    """A owns all 4 partitions; B joins and its setup is still running when A closes and
+    the next generation gives B everything: B's new claims start after setup, with no
+    on_assigned during setup, and B's run() goes on."""
     topic = await new_topic(partitions=4)
     group = unique()
     await produce(bootstrap, topic, [str(i).encode() for i in range(200)])
     a, b = Journal("a"), Journal("b")
     b.setup_gate = asyncio.Event()
-    async with running_member(bootstrap, group, [topic], a, cooperative_config()) as (_, _):
+    async with running_member(bootstrap, group, [topic], a, cooperative_config()) as (ga, _):
         await wait_for(lambda: len(a.owned_now()) == 4, 60, "a owns everything")
         async with running_member(bootstrap, group, [topic], b, cooperative_config()) as (gb, tb):
-            await wait_for(lambda: bool(gb._membership.assignment), 60, "b assigned partitions")
-            assert ("setup-end", None) not in b.events
-            await asyncio.sleep(0.5)  # the reconciler now has partitions waiting for setup
+            await wait_for(lambda: ("setup-start", None) in b.events, 60, "b in setup")
+            await asyncio.wait_for(ga.close(), 30)
+            await wait_for(
+                lambda: sum(map(len, gb._membership.assignment.values())) == 4, 60, "b gets all"
+            )
+            await asyncio.sleep(1.0)  # the new partitions reach the reconciler during setup
             assert not tb.done(), tb
             b.setup_gate.set()
-            await wait_for(lambda: len(b.owned_now()) == 2, 60, "b's claims")
+            await wait_for(lambda: len(b.owned_now()) == 4, 60, "b's claims")
             await wait_for(lambda: all(b.started[tp] for tp in b.owned_now()), 30, "b's handlers")
             assert not tb.done() and not b.lost
-    # A closed first (the inner block is B): B was still running; nothing raised.
-    assert not a.lost and not b.lost
     kinds = [kind for kind, _ in b.events]
     setup_at, setup_end = kinds.index("setup-start"), kinds.index("setup-end")
     assert kinds[0] == "assigned" and setup_at == 1, b.events
     assert "assigned" not in kinds[setup_at:setup_end], b.events  # nothing during setup
     assert kinds.index("claim-start") > setup_end, b.events
-    first_claims = [tp for kind, tp in b.events if kind == "claim-start"]
-    announced = flat([list(p) for kind, p in b.events if kind == "assigned"])  # type: ignore[arg-type]
-    assert set(first_claims) <= announced
+    started = {tp for kind, tp in b.events if kind == "claim-start"}
+    announced = {tp for kind, parts in b.events if kind == "assigned" for tp in parts}  # type: ignore[attr-defined]
+    assert started <= announced
 
 
 async def test_the_session_ending_during_a_cooperative_revoke_revokes_each_partition_once(
@@ -208,22 +209,35 @@ async def test_a_revoked_claim_in_restart_backoff_is_revoked_at_once(
     assert not a.lost
 
 
-class JoinRefusingProxy(KafkaFrameProxy):
-    """Answers ``client_id``'s next ``refusals`` JoinGroups REBALANCE_IN_PROGRESS once armed
-    (what a scale-out can answer several times in a row)."""
+class JoinProxy(KafkaFrameProxy):
+    """Once armed, answers ``client_id``'s next ``refusals`` JoinGroups REBALANCE_IN_PROGRESS
+    (what a scale-out can answer several times in a row), and holds the answers of its next
+    ``holds`` JoinGroups ``hold`` seconds, as a coordinator waiting for a slow member does
+    (answers on that connection come in order: later ones wait behind it)."""
 
     def __init__(self, target_port: int, listen_port: int, client_id: str) -> None:
         super().__init__(target_port, listen_port)
         self.client_id = client_id
-        self.refusals = 0
-        self.refused = 0
+        self.refusals = self.refused = 0
+        self.holds = self.held = 0
+        self.hold = 0.0
+        self._hold_next = False
 
     def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
-        if key != 11 or client_id != self.client_id or self.refused >= self.refusals:
+        ours = key == 11 and client_id == self.client_id
+        self._hold_next = ours and self.held < self.holds
+        if not ours or self.refused >= self.refusals:
             return frame
         self.refused += 1
         at = 8 if version < 6 else 9  # correlation id, (tagged fields,) throttle time
         return frame[:at] + struct.pack(">h", RebalanceInProgressError.errno) + frame[at + 2 :]
+
+    async def forward_response(self, link: ProxyLink, frame: bytes) -> None:
+        if self._hold_next:
+            self._hold_next = False
+            self.held += 1
+            await asyncio.sleep(self.hold)
+        await super().forward_response(link, frame)
 
 
 async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
@@ -234,7 +248,7 @@ async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
     group = unique()
     async with (
         EmbeddedBroker(advertised_port=proxy_port) as broker,
-        JoinRefusingProxy(broker.port, proxy_port, client_id="a") as proxy,
+        JoinProxy(broker.port, proxy_port, client_id="a") as proxy,
     ):
         await broker.create_topic(topic, 4)
         bootstrap = f"127.0.0.1:{proxy_port}"
@@ -255,25 +269,32 @@ async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
         assert not a.lost
 
 
-async def test_auto_commits_during_a_held_rejoin_do_not_break_it(
-    bootstrap: str, new_topic: TopicFactory
-) -> None:
-    """The coordinator holds A's JoinGroup (half the session timeout on the embedded
-    broker) longer than a commit may take: commits during the rejoin must neither time
-    out behind it nor fail it."""
-    topic = await new_topic(partitions=4)
+async def test_auto_commits_during_a_held_rejoin_do_not_break_it() -> None:
+    """The coordinator holds A's JoinGroup answers longer than a commit may take: commits
+    during the rejoin must neither wait (and time out) behind them nor fail them."""
+    proxy_port = free_port()
+    topic = unique("held")
     group = unique()
-    await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
-    a, b = Journal("a"), Journal("b")
-    a.delay = 0.02  # marks keep coming during the rejoin
-    config = cooperative_config(net__read_timeout=1.0)
-    async with running_member(bootstrap, group, [topic], a, config) as (_, ta):
-        await wait_for(lambda: len(a.owned_now()) == 4 and len(a.seen) > 9, 60, "a's claims")
-        session = a.session
-        async with running_member(bootstrap, group, [topic], b, cooperative_config()):
-            await wait_for(lambda: len(b.owned_now()) == 2, 60, "a 2/2 split")
-            assert a.session is session and not ta.done()
-        assert not a.lost
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        JoinProxy(broker.port, proxy_port, client_id="a") as proxy,
+    ):
+        await broker.create_topic(topic, 4)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+        a, b = Journal("a"), Journal("b")
+        a.delay = 0.02  # marks keep coming during the rejoin
+        config_a = cooperative_config(client_id="a", net__read_timeout=1.0)
+        config_a.consumer.group.rebalance.retry.max = 1
+        async with running_member(bootstrap, group, [topic], a, config_a) as (_, ta):
+            await wait_for(lambda: len(a.owned_now()) == 4 and len(a.seen) > 9, 60, "a's claims")
+            session = a.session
+            proxy.hold, proxy.holds = 3.0, 2
+            async with running_member(bootstrap, group, [topic], b, cooperative_config()):
+                await wait_for(lambda: len(b.owned_now()) == 2, 60, "a 2/2 split")
+                assert proxy.held >= 1
+                assert a.session is session and not ta.done()
+            assert not a.lost
 
 
 async def test_close_during_a_held_rejoin_commits_at_once(
