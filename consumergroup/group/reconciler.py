@@ -196,12 +196,14 @@ class Reconciler:
         ``generation_id`` and what commits carry, before anything is revoked: the revoked
         partitions' commit goes out under it. ``on_assigned`` is called even when nothing
         is added (as Java's ``onPartitionsAssigned``); ``on_revoked`` only when something is
-        revoked. Calls are serialised; after the session ended it revokes but adds
-        nothing. Partitions that cannot be started yet end the session
+        revoked. Calls are serialised; once the session is ending it does nothing (its
+        end revokes, or loses, everything). Partitions that cannot be started yet end the session
         (PARTITIONS_CHANGED, or START_FAILED when their offsets cannot be fetched).
         """
         assigned = set(target)
         async with self._lock:
+            if self._session.done.is_set():
+                return Change([], [])  # the session's end revokes (or loses) everything
             if epoch is not None:
                 self._session.set_epoch(epoch)
             revoked = sorted(set(self._owned) - assigned)
@@ -414,7 +416,8 @@ class Reconciler:
             with task.scope:
                 await self._claim_loop(claim, task)
         finally:
-            self._tasks.pop(tp, None)
+            if self._tasks.get(tp) is task:
+                del self._tasks[tp]
             current = self._owned.get(tp)
             if current is not None:
                 current._pc.stop()
