@@ -27,8 +27,8 @@ from ..errors import (
     FencedMemberEpochError,
     UnknownMemberIdError,
 )
-from ..retry import is_transient
 from .ending import EndCause
+from .session_tasks import heartbeat_failed
 
 if TYPE_CHECKING:
     from .consumer_membership import ConsumerMembership, Subscription
@@ -96,16 +96,9 @@ class ConsumerHeartbeat:
                 session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
                 return
             except ConsumerGroupError as exc:
-                session._notify("on_heartbeat", exc)
-                if not is_transient(exc):
-                    session.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
-                    return
                 full = True
-                if anyio.current_time() - last_ok > timeout:
-                    session.end(EndCause.LOST, f"no heartbeat got through for {timeout}s")
+                if await heartbeat_failed(session, exc, last_ok, timeout):
                     return
-                session.log.info("heartbeat failed (%s); retrying", exc)
-                await anyio.sleep(session._config.metadata.retry.backoff)
                 continue
             full = False
             session._notify("on_heartbeat", None)

@@ -63,19 +63,30 @@ async def heartbeat_loop(session: ConsumerGroupSession) -> None:
             session.end(EndCause.FENCED, f"{type(exc).__name__}: this generation is over")
             return
         except ConsumerGroupError as exc:
-            session._notify("on_heartbeat", exc)
-            if not is_transient(exc):
-                session.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
-                return
             session._client.invalidate_coordinator(session.group_id)
-            if anyio.current_time() - last_ok > group.session_timeout:
-                session.end(EndCause.LOST, f"no heartbeat got through for {group.session_timeout}s")
+            if await heartbeat_failed(session, exc, last_ok, group.session_timeout):
                 return
-            session.log.info("heartbeat failed (%s); retrying", exc)
-            await anyio.sleep(session._config.metadata.retry.backoff)
             continue
         session._notify("on_heartbeat", None)
         last_ok = session.last_heartbeat = anyio.current_time()
+
+
+async def heartbeat_failed(
+    session: ConsumerGroupSession, exc: ConsumerGroupError, last_ok: float, timeout: float
+) -> bool:
+    """A heartbeat (classic or consumer protocol) failed with an answer that is not about
+    membership: True when the session ended (a non-transient error, or no heartbeat got
+    through for ``timeout`` since ``last_ok``: LOST), else after the retry backoff."""
+    session._notify("on_heartbeat", exc)
+    if not is_transient(exc):
+        session.end(EndCause.LOST, f"heartbeat failed: {exc}", fatal=exc)
+        return True
+    if anyio.current_time() - last_ok > timeout:
+        session.end(EndCause.LOST, f"no heartbeat got through for {timeout}s")
+        return True
+    session.log.info("heartbeat failed (%s); retrying", exc)
+    await anyio.sleep(session._config.metadata.retry.backoff)
+    return False
 
 
 async def auto_commit_loop(session: ConsumerGroupSession) -> None:

@@ -5,9 +5,10 @@ its rejoin."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -240,19 +241,27 @@ class JoinProxy(KafkaFrameProxy):
         await super().forward_response(link, frame)
 
 
-async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
-    """Every join attempt of a rejoin answered REBALANCE_IN_PROGRESS: the member keeps its
-    partitions and rejoins (as Java does), it does not lose them."""
+@contextlib.asynccontextmanager
+async def behind_a_join_proxy(records: int) -> AsyncIterator[tuple[str, str, JoinProxy]]:
+    """An embedded broker with a 4-partition topic of ``records`` records, reached through
+    a JoinProxy for client "a": (bootstrap, topic, proxy)."""
     proxy_port = free_port()
-    topic = unique("refused")
-    group = unique()
+    topic = unique("joins")
     async with (
         EmbeddedBroker(advertised_port=proxy_port) as broker,
         JoinProxy(broker.port, proxy_port, client_id="a") as proxy,
     ):
         await broker.create_topic(topic, 4)
         bootstrap = f"127.0.0.1:{proxy_port}"
-        await produce(bootstrap, topic, [str(i).encode() for i in range(100)])
+        await produce(bootstrap, topic, [str(i).encode() for i in range(records)])
+        yield bootstrap, topic, proxy
+
+
+async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
+    """Every join attempt of a rejoin answered REBALANCE_IN_PROGRESS: the member keeps its
+    partitions and rejoins (as Java does), it does not lose them."""
+    group = unique()
+    async with behind_a_join_proxy(100) as (bootstrap, topic, proxy):
         a, b = Journal("a"), Journal("b")
         config_a = cooperative_config(client_id="a")
         config_a.consumer.group.rebalance.retry.max = 1
@@ -272,16 +281,8 @@ async def test_transient_rejoin_failures_keep_the_cooperative_session() -> None:
 async def test_auto_commits_during_a_held_rejoin_do_not_break_it() -> None:
     """The coordinator holds A's JoinGroup answers longer than a commit may take: commits
     during the rejoin must neither wait (and time out) behind them nor fail them."""
-    proxy_port = free_port()
-    topic = unique("held")
     group = unique()
-    async with (
-        EmbeddedBroker(advertised_port=proxy_port) as broker,
-        JoinProxy(broker.port, proxy_port, client_id="a") as proxy,
-    ):
-        await broker.create_topic(topic, 4)
-        bootstrap = f"127.0.0.1:{proxy_port}"
-        await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
+    async with behind_a_join_proxy(400) as (bootstrap, topic, proxy):
         a, b = Journal("a"), Journal("b")
         a.delay = 0.02  # marks keep coming during the rejoin
         config_a = cooperative_config(client_id="a", net__read_timeout=1.0)
