@@ -10,10 +10,10 @@ STAMP  := $(VENV)/.installed
 # and only a reinstall rebuilds them.
 SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
 QUIET  := --quiet --disable-pip-version-check
-# Integration tests mostly wait (on brokers, timeouts, rebalances): run them in parallel.
-# Each worker starts its own brokers (session fixtures); tests marked xdist_group(NAME)
-# share one worker (and its cluster).
-TEST_WORKERS ?= 6
+# Integration tests mostly wait (on brokers, timeouts, rebalances): pytest-xdist runs them on
+# more workers than cores. Each worker starts its own brokers (session fixtures); tests
+# marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 
 .PHONY: demo broker test chaos lint typecheck bench clean
 
@@ -40,7 +40,7 @@ demo: $(DEMO)
 
 ## make broker: the embedded broker on 127.0.0.1:9092 in the foreground (Ctrl-C stops it),
 ## for README's usage snippet and the examples. PORT=N for another port.
-broker: $(STAMP)
+broker: $(DEMO)
 	$(BIN)/consumergroup broker --port $(or $(PORT),9092)
 
 ## make test: the whole suite (unit + integration on the embedded broker), mypy --strict, ruff.
@@ -49,7 +49,8 @@ broker: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check consumergroup tests examples bench
 	$(BIN)/mypy --strict consumergroup
-	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \
+		--durations=20
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).

@@ -404,7 +404,8 @@ def test_sticky_is_fast_enough_for_1000_partitions_and_100_members() -> None:
     everything = MemberSubscription(
         list(partitions), owned_partitions=partitions, generation_id=1, version=2
     )
-    started = time.perf_counter()
+    # CPU time: on a machine shared with other tests, wall time measures them too.
+    started = time.process_time()
     # Worst case for moves: one member owned everything, 99 join.
     members = {m: MemberSubscription(list(partitions)) for m in ids[1:]} | {ids[0]: everything}
     plan = StickyAssignor().plan(members, partitions)
@@ -415,7 +416,7 @@ def test_sticky_is_fast_enough_for_1000_partitions_and_100_members() -> None:
         for m in ids[:-1]
     }
     StickyAssignor().plan(rejoined, partitions)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert {load(plan, m) for m in ids} == {10}
 
 
