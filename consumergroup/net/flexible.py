@@ -33,8 +33,8 @@ __all__ = [
     "STR",
     "NullableStruct",
     "Uuid",
-    "flexible_version",
     "new_uuid",
+    "request_version",
     "struct",
     "tagged",
 ]
@@ -136,10 +136,18 @@ class NullableStruct:
         return "None" if value is None else self.schema.repr(value)
 
 
-def flexible_version(
-    name: str, api_key: int, version: int, request: Schema, response: Schema
+def request_version(
+    name: str,
+    api_key: int,
+    version: int,
+    request: Schema,
+    response: Schema,
+    *,
+    flexible: bool = True,
 ) -> type[RequestStruct]:
-    """A flexible request struct class (header v2; its response with header v1)."""
+    """A request struct class for one version of ``name``, and its response class;
+    ``flexible``: header v2 (its response header v1), as every version listed in the
+    message's ``flexibleVersions``."""
     response_type = type(
         f"{name}Response_v{version}",
         (Response,),
@@ -151,7 +159,7 @@ def flexible_version(
         {
             "API_KEY": api_key,
             "API_VERSION": version,
-            "FLEXIBLE_VERSION": True,
+            "FLEXIBLE_VERSION": flexible,
             "RESPONSE_TYPE": response_type,
             "SCHEMA": request,
         },

@@ -24,7 +24,7 @@ raises :class:`~consumergroup.errors.UnsupportedVersionError` saying what to do.
 
 from __future__ import annotations
 
-from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.api import Request, RequestStruct
 from aiokafka.protocol.commit import (
     OffsetCommitRequest_v2,
     OffsetCommitRequest_v3,
@@ -49,7 +49,7 @@ from aiokafka.protocol.types import Array, Int16, Int32, Int64, Schema, String
 
 from ..errors import UnsupportedVersionError
 from .flexible import STR as _CSTR
-from .flexible import flexible_version, struct, tagged
+from .flexible import request_version, struct, tagged
 
 __all__ = [
     "HeartbeatRequest",
@@ -75,23 +75,8 @@ def _static_needs(api: str, version: int, lowest: int, instance_id: str | None) 
 def _version(
     api_key: int, version: int, request: Schema, response: Schema, name: str
 ) -> type[RequestStruct]:
-    """A request struct class (and its response class) for one version of ``name``."""
-    response_type = type(
-        f"{name}Response_v{version}",
-        (Response,),
-        {"API_KEY": api_key, "API_VERSION": version, "SCHEMA": response},
-    )
-    request_type: type[RequestStruct] = type(
-        f"{name}Request_v{version}",
-        (RequestStruct,),
-        {
-            "API_KEY": api_key,
-            "API_VERSION": version,
-            "RESPONSE_TYPE": response_type,
-            "SCHEMA": request,
-        },
-    )
-    return request_type
+    """A request struct class (and its response class) for one classic version of ``name``."""
+    return request_version(name, api_key, version, request, response, flexible=False)
 
 
 # --------------------------------------------------------------------------- Heartbeat
@@ -298,7 +283,7 @@ OffsetCommitRequest._CLASSES = (
         8, 7, _offset_commit_schema(epoch=True, instance=True), _COMMIT_RESPONSE, "OffsetCommit"
     ),
     *(
-        flexible_version("OffsetCommit", 8, v, _OFFSET_COMMIT_V8, _OFFSET_COMMIT_RESPONSE_V8)
+        request_version("OffsetCommit", 8, v, _OFFSET_COMMIT_V8, _OFFSET_COMMIT_RESPONSE_V8)
         for v in (8, 9)
     ),
 )

@@ -27,7 +27,7 @@ from aiokafka.protocol.types import (
 )
 
 from ..errors import UnsupportedVersionError
-from .flexible import STR, NullableStruct, Uuid, flexible_version, struct, tagged
+from .flexible import STR, NullableStruct, Uuid, request_version, struct, tagged
 
 __all__ = [
     "ConsumerGroupDescribeRequest",
@@ -139,7 +139,7 @@ class ConsumerGroupHeartbeatRequest(Request[RequestStruct]):  # type: ignore[mis
 
 
 ConsumerGroupHeartbeatRequest._CLASSES = tuple(
-    flexible_version("ConsumerGroupHeartbeat", 68, v, _heartbeat_request(v), _HEARTBEAT_RESPONSE)
+    request_version("ConsumerGroupHeartbeat", 68, v, _heartbeat_request(v), _HEARTBEAT_RESPONSE)
     for v in (0, 1)
 )
 
@@ -217,6 +217,6 @@ class ConsumerGroupDescribeRequest(Request[RequestStruct]):  # type: ignore[misc
 
 
 ConsumerGroupDescribeRequest._CLASSES = tuple(
-    flexible_version("ConsumerGroupDescribe", 69, v, _DESCRIBE_REQUEST, _describe_response(v))
+    request_version("ConsumerGroupDescribe", 69, v, _DESCRIBE_REQUEST, _describe_response(v))
     for v in (0, 1)
 )

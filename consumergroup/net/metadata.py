@@ -23,7 +23,7 @@ from aiokafka.protocol.types import (
     UnsignedVarInt32,
 )
 
-from .flexible import NULL_TOPIC_ID, STR, Uuid, flexible_version, struct, tagged
+from .flexible import NULL_TOPIC_ID, STR, Uuid, request_version, struct, tagged
 
 __all__ = ["MetadataRequest"]
 
@@ -119,5 +119,5 @@ class MetadataRequest(Request[RequestStruct]):  # type: ignore[misc]
 
 MetadataRequest._CLASSES = (
     *_AiokafkaMetadataRequest._CLASSES,
-    *(flexible_version("Metadata", 3, v, _REQUEST_V11, _RESPONSE_V11) for v in (11, 12)),
+    *(request_version("Metadata", 3, v, _REQUEST_V11, _RESPONSE_V11) for v in (11, 12)),
 )

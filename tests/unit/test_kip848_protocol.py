@@ -25,6 +25,7 @@ from consumergroup.net.protocol import (
     codec_versions,
     prepare,
 )
+from tests.unit.test_group_protocol import i16, i32, i64
 
 TAGS = b"\x00"  # an empty tagged-field section
 TOPIC_ID = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
@@ -32,18 +33,6 @@ TOPIC_ID = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
 
 def i8(value: int) -> bytes:
     return struct.pack(">b", value)
-
-
-def i16(value: int) -> bytes:
-    return struct.pack(">h", value)
-
-
-def i32(value: int) -> bytes:
-    return struct.pack(">i", value)
-
-
-def i64(value: int) -> bytes:
-    return struct.pack(">q", value)
 
 
 def uvarint(value: int) -> bytes:
@@ -129,33 +118,28 @@ def _heartbeat_bytes(version: int, *, regex: str | None) -> bytes:
     )
 
 
-@pytest.mark.parametrize("version", [0, 1])
-def test_heartbeat_request_every_version(version: int) -> None:
-    request = ConsumerGroupHeartbeatRequest(
+def _full_heartbeat(regex: str | None) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
         "g",
         "member",
         5,
         instance_id="inst",
         rebalance_timeout_ms=30000,
         subscribed_topic_names=["a", "b"],
+        subscribed_topic_regex=regex,
         server_assignor="uniform",
         topic_partitions=[(TOPIC_ID, [0, 2])],
     )
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_heartbeat_request_every_version(version: int) -> None:
+    request = _full_heartbeat(None)
     assert at(request, version).encode() == _heartbeat_bytes(version, regex=None)
 
 
 def test_heartbeat_request_regex_needs_v1() -> None:
-    request = ConsumerGroupHeartbeatRequest(
-        "g",
-        "member",
-        5,
-        instance_id="inst",
-        rebalance_timeout_ms=30000,
-        subscribed_topic_names=["a", "b"],
-        subscribed_topic_regex="orders-.*",
-        server_assignor="uniform",
-        topic_partitions=[(TOPIC_ID, [0, 2])],
-    )
+    request = _full_heartbeat("orders-.*")
     assert at(request, 1).encode() == _heartbeat_bytes(1, regex="orders-.*")
     with pytest.raises(UnsupportedVersionError, match="regex subscription needs v1"):
         at(request, 0)
