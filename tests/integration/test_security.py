@@ -30,7 +30,12 @@ from tests.integration.group_support import Recorder, group_config, running_memb
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka ([bench])")
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(180)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.kafka,
+    pytest.mark.timeout(180),
+    pytest.mark.xdist_group("kafka-secured"),  # one worker starts the secured cluster, once
+]
 
 USER, PASSWORD = "alice", "alice-secret"
 STORE_PASSWORD = "test-store"
