@@ -276,10 +276,15 @@ class BrokerConsumer:
         rounds (measured at 1,000 partitions: naming ~500 caught-up partitions every
         round cost the client more CPU than the records it fetched).
         """
-        behind = [pc for pc in ready if pc.high_water_mark_offset != pc._offset]
-        if len(behind) <= self._backlog_limit:
-            return ready, len(behind)
-        caught_up = [pc for pc in ready if pc.high_water_mark_offset == pc._offset]
+        if self._isolation:  # read_committed stops at the last stable offset: caught up there
+            caught_up = [pc for pc in ready if _stable_end(pc) == pc._offset]
+        else:
+            caught_up = [pc for pc in ready if pc.high_water_mark_offset == pc._offset]
+        backlog = len(ready) - len(caught_up)
+        if backlog <= self._backlog_limit:
+            return ready, backlog
+        idle = set(caught_up)
+        behind = [pc for pc in ready if pc not in idle]
         chosen = _rotate(behind, self._cursor, self._backlog_limit)
         window = max(self._backlog_limit, -(-len(caught_up) // _CAUGHT_UP_ROUNDS))
         if len(caught_up) > window:
@@ -511,6 +516,13 @@ class BrokerConsumer:
             target,
         )
         pc.seek(target)
+
+
+def _stable_end(pc: PartitionConsumer) -> int:
+    """Where a read_committed reader catches up: the last stable offset (an open
+    transaction's records above it cannot be read yet), else the high watermark."""
+    lso = pc.last_stable_offset
+    return lso if lso >= 0 else pc.high_water_mark_offset
 
 
 def _rotate(items: list[PartitionConsumer], cursor: int, n: int) -> list[PartitionConsumer]:

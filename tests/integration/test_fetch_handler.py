@@ -289,10 +289,12 @@ async def test_undecodable_payload_fails_the_partition_when_read() -> None:
     assert h.pc.closed
 
 
-def subscribed(n: int, backlogged: int) -> tuple[Harness, list[PartitionConsumer]]:
+def subscribed(
+    n: int, backlogged: int, config: cg.Config | None = None
+) -> tuple[Harness, list[PartitionConsumer]]:
     """A harness with ``n`` partitions at offset 0: the first ``backlogged`` have 50
     records to fetch, the others are caught up."""
-    h = Harness(cg.Config())
+    h = Harness(config or cg.Config())
     pcs = [h.pc]
     for p in range(1, n):
         pc = PartitionConsumer(
@@ -344,6 +346,22 @@ def test_many_caught_up_partitions_are_named_in_rotation_while_the_backlog_windo
         pc.high_water_mark_offset = 0  # the backlog fits the window: no rotation at all
     chosen, asked = h.bc._select(pcs)
     assert asked == 16 and len(chosen) == 400
+
+
+def test_read_committed_partitions_at_the_last_stable_offset_are_caught_up() -> None:
+    """An open transaction leaves the high watermark past the last stable offset, where a
+    read_committed reader stops: such partitions are caught up (they long-poll), not a
+    backlog that turns on the rotating window and delays every partition's new data."""
+    config = cg.Config()
+    config.consumer.isolation_level = "read_committed"
+    h, pcs = subscribed(100, backlogged=10, config=config)
+    for pc in pcs[10:]:  # 90 partitions: read to their LSO, an open transaction above it
+        pc.high_water_mark_offset, pc.last_stable_offset = 5, 0
+    for pc in pcs[:10]:
+        pc.last_stable_offset = 50
+    h.bc._adapt(100, served=4)  # a small window, were the 90 counted as backlog
+    chosen, asked = h.bc._select(pcs)
+    assert asked == 10 and len(chosen) == 100
 
 
 @pytest.mark.parametrize("check_crcs", [True, False])
