@@ -107,6 +107,22 @@ async def running_member(
             await asyncio.wait_for(task, 10)
 
 
+async def heartbeats(member: cg.ConsumerGroup, count: int, timeout: float) -> None:
+    """Wait until ``member``'s session has had ``count`` more heartbeats answered without error.
+
+    A member the coordinator has evicted gets errors instead, and the wait times out.
+    """
+    answered: list[float] = []
+
+    def counted() -> bool:
+        beat = member.session.last_heartbeat if member.session is not None else None
+        if beat is not None and (not answered or beat != answered[-1]):
+            answered.append(beat)
+        return len(answered) > count
+
+    await wait_for(counted, timeout, f"{count} more heartbeats of {member.group_id}")
+
+
 async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll ``predicate`` until true; returns the seconds it took, fails after ``timeout``."""
     start = time.monotonic()

@@ -12,7 +12,13 @@ import pytest
 import consumergroup as cg
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.group_support import Recorder, group_config, running_member, wait_for
+from tests.integration.group_support import (
+    Recorder,
+    group_config,
+    heartbeats,
+    running_member,
+    wait_for,
+)
 from tests.integration.test_group import committed_offsets
 
 pytestmark = pytest.mark.slow
@@ -355,13 +361,15 @@ async def test_heartbeats_run_during_a_slow_setup(bootstrap: str, new_topic: Top
     coordinator check its members) and the group rebalanced again."""
     topic, group = await two_partitions_with(bootstrap, new_topic, 10)
     first, slow = Recorder("first"), SlowSetup("slow")
-    async with running_member(bootstrap, group, [topic], first):
+    async with running_member(bootstrap, group, [topic], first) as (first_member, _):
         await wait_for(lambda: len(first.seen) == 10, 30, "the first member's messages")
-        async with running_member(bootstrap, group, [topic], slow):
+        async with running_member(bootstrap, group, [topic], slow) as (slow_member, _):
             await wait_for(lambda: slow.owned() == 1, 40, "the slow member's setup")
             await produce(bootstrap, topic, [str(i).encode() for i in range(10, 20)])
             await wait_for(lambda: bool(slow.seen), 20, "the slow member's first message")
-            await asyncio.sleep(3.0)  # an evicted member would be told at its next heartbeat
+            # An evicted member is told at its next heartbeat (and the other one to rejoin).
+            for member in (slow_member, first_member):
+                await heartbeats(member, 2, 20)
             assert [e for e, _ in slow.events] == ["on_assigned", "setup"], slow.events
             assert len(first.sessions) == 2, first.sessions
 
