@@ -138,7 +138,8 @@ def test_command_config_fills_what_options_left_unset(tmp_path: Path) -> None:
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="alice" password="s3cr\\"t";\n'
+        # Java's escaping: a doubled backslash in the file is one in the value.
+        'username="alice" password="s3cr\\\\"t";\n'
         "ssl.endpoint.identification.algorithm=\n"
     )
     cluster = ClusterOptions(sasl_user="bob")  # an option given on the command line wins
@@ -154,8 +155,8 @@ def test_command_config_fills_what_options_left_unset(tmp_path: Path) -> None:
 
 def test_command_config_errors_name_the_file_and_line(tmp_path: Path) -> None:
     props = tmp_path / "bad.properties"
-    props.write_text("bootstrap.servers=b:9092\njust words\n")
-    with pytest.raises(CliError, match=r"bad.properties:2: expected KEY=VALUE"):
+    props.write_text("bootstrap.servers=b:9092\nsasl.password=\\u00zz\n")
+    with pytest.raises(CliError, match=r"bad.properties:line 2: malformed \\uXXXX escape"):
         ClusterOptions().fill_from(props)
     with pytest.raises(CliError, match="cannot read --command-config"):
         ClusterOptions().fill_from(tmp_path / "missing.properties")
