@@ -17,9 +17,11 @@ and ``_output`` (rich tables, ``--json``):
 
 The admin commands run on :class:`consumergroup.admin.ClusterAdmin`.
 
-Exit codes: 0 success (including a clean stop by signal), 1 a failure while
-running (including no broker answering at --bootstrap), 2 a usage problem (bad
-option, malformed bootstrap address, unknown topic), 130 a stop forced by a
+Exit codes (README's table, checked against the command by a test): 0 success
+(including a clean stop by signal), 1 a failure while running (including no broker
+answering at --bootstrap, or a listener there that accepts and stays silent), 2 a
+usage problem (bad option, malformed bootstrap address, unknown topic, an answer at
+--bootstrap that is certainly not Kafka or a TLS mismatch), 130 a stop forced by a
 second Ctrl-C. Errors are one line on stderr; ``-v``
 adds the traceback.
 """
