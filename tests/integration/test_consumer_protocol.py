@@ -492,34 +492,38 @@ async def test_mixed_consumer_protocol_group_with_librdkafka_and_java_members(
         "--rebalance-timeout", "10", "--records",
     ])  # fmt: skip
     everything = set(range(PARTITIONS))
-    async with (
-        feeding(bootstrap, topic) as feeder,
-        running_member(bootstrap, group, [topic], ours, consumer_protocol_config()) as (member, _),
+
+    def seen() -> set[tuple[int, int]]:
+        return set(ours.records) | set(rdkafka.records) | set(java.records)
+
+    async with running_member(bootstrap, group, [topic], ours, consumer_protocol_config()) as (
+        member,
+        _,
     ):
-        await wait_for(lambda: ours.owned() == everything, 60, "ours to own all")
-        # librdkafka joins, then the Java consumer: the coordinator splits three ways.
-        await rdkafka.start()
-        await wait_for(lambda: len(ours.owned()) == 3 and len(rdkafka.owned()) == 3, 60, "3/3")
-        await java.start()
-        await wait_for(
-            lambda: (
-                [len(ours.owned()), len(rdkafka.owned()), len(java.owned())] == [2, 2, 2]
-                and ours.owned() | rdkafka.owned() | java.owned() == everything
-            ),
-            60,
-            "2/2/2 over ours, librdkafka and Java",
-        )
-        # They leave in turn; ours ends with everything.
-        await rdkafka.stop()
-        await wait_for(lambda: len(ours.owned()) == 3 and len(java.owned()) == 3, 60, "3/3")
-        assert await java.stop() == 0, java.stderr.decode()[-3000:]
-        await wait_for(lambda: ours.owned() == everything, 60, "ours to own all again")
+        async with feeding(bootstrap, topic) as feeder:
+            await wait_for(lambda: ours.owned() == everything, 60, "ours to own all")
+            # librdkafka joins, then the Java consumer: the coordinator splits three ways.
+            await rdkafka.start()
+            await wait_for(lambda: len(ours.owned()) == 3 and len(rdkafka.owned()) == 3, 60, "3/3")
+            await java.start()
+            await wait_for(
+                lambda: (
+                    [len(ours.owned()), len(rdkafka.owned()), len(java.owned())] == [2, 2, 2]
+                    and ours.owned() | rdkafka.owned() | java.owned() == everything
+                ),
+                60,
+                "2/2/2 over ours, librdkafka and Java",
+            )
+            # They leave in turn; ours ends with everything.
+            await rdkafka.stop()
+            await wait_for(lambda: len(ours.owned()) == 3 and len(java.owned()) == 3, 60, "3/3")
+            assert await java.stop() == 0, java.stderr.decode()[-3000:]
+            await wait_for(lambda: ours.owned() == everything, 60, "ours to own all again")
+        # The feeder has stopped: ours reads what it produced last, then closes.
+        acked = feeder.acked
+        await wait_for(lambda: len(seen()) >= acked, 60, "every acknowledged record")
         assert member.stats().protocol == "consumer"
-        feeder.stop()
-        await asyncio.sleep(0)  # let the feeder finish its last batch
-    acked = feeder.acked
-    seen = set(ours.records) | set(rdkafka.records) | set(java.records)
-    assert len(seen) == acked, "a record was lost"
+    assert len(seen()) == acked, "a record was lost"
     # Every hand-over was graceful (commit, then release): nothing was handled twice.
     assert len(ours.records) + len(rdkafka.records) + len(java.records) == acked
     assert_never_owned_twice(
