@@ -9,7 +9,9 @@ STAMP  := $(VENV)/.installed
 # setup.py and the C sources: the editable install builds the C extensions in place,
 # and only a reinstall rebuilds them.
 SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
-QUIET  := --quiet --disable-pip-version-check
+# No byte-compiling at install: the modules imported are compiled then, the rest (most of
+# pyspark, rich, ...) never.
+PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # Integration tests mostly wait (on brokers, timeouts, rebalances): pytest-xdist runs them on
 # more workers than cores. Each worker starts its own brokers (session fixtures); tests
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
@@ -23,15 +25,15 @@ TEST_WORKERS ?= 4
 $(DEMO): $(SOURCES)
 	if $(PYTHON) -m pip --help 2>/dev/null | grep -q -e '--python <python>'; then \
 		$(PYTHON) -m venv --without-pip $(VENV) && \
-		$(PYTHON) -m pip --python $(BIN)/python install $(QUIET) --no-compile -e '.[embedded]'; \
+		$(PYTHON) -m pip --python $(BIN)/python install $(PIP_FLAGS) -e '.[embedded]'; \
 	else \
-		$(PYTHON) -m venv $(VENV) && $(BIN)/pip install $(QUIET) --no-compile -e '.[embedded]'; \
+		$(PYTHON) -m venv $(VENV) && $(BIN)/pip install $(PIP_FLAGS) -e '.[embedded]'; \
 	fi
 	touch $(DEMO)
 
 $(STAMP): $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install $(QUIET) -e '.[dev,bench,spark]'
+	$(BIN)/pip install $(PIP_FLAGS) -e '.[dev,bench,spark]'
 	touch $(STAMP) $(DEMO)
 
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
