@@ -1,14 +1,16 @@
-"""Which broker the integration tests use, and shared helpers.
+"""Which brokers the integration tests use, and shared helpers.
 
-In order: ``KAFKA_BOOTSTRAP_SERVERS`` (an existing cluster), else a
-testcontainers Apache Kafka when a Docker engine answers, else the embedded
-Tansu broker (the default: no Docker runs on our machines or in CI).
+Every test that asks for ``bootstrap`` runs once per broker: the embedded Tansu
+broker and a one-node Apache Kafka (:class:`KafkaCluster`, jars fetched from
+Maven Central into ``.cache/`` on first use). ``--broker tansu|kafka|both``
+(default both) narrows the choice. A test that holds on one broker only is marked
+``@pytest.mark.tansu_only("why")`` or ``@pytest.mark.kafka_only("why")``.
+``KAFKA_BOOTSTRAP_SERVERS`` (an existing cluster) replaces both.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -23,45 +25,64 @@ os.environ.setdefault(
     "CONSUMERGROUP_CACHE", os.path.join(os.path.dirname(os.path.dirname(__file__)), ".cache")
 )
 
-
-def _docker_answers() -> bool:
-    try:
-        done = subprocess.run(["docker", "info"], capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+BROKERS = ("tansu", "kafka")
+_running_kafka: list[KafkaCluster] = []  # the session's one-node cluster, for failure reports
 
 
-@pytest.fixture(scope="session")
-def kafka_container() -> Iterator[str | None]:
-    """Bootstrap of a testcontainers Kafka, or None where no Docker engine answers."""
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or not _docker_answers():
-        yield None
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--broker",
+        choices=(*BROKERS, "both"),
+        default="both",
+        help="run the integration tests on the embedded Tansu broker, on Apache Kafka, "
+        "or on both (default)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for broker in BROKERS:
+        config.addinivalue_line(
+            "markers",
+            f"{broker}_only(why): the test holds on {broker} only, for the reason given",
+        )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise every test that reaches ``broker`` (through ``bootstrap``) per broker."""
+    if "broker" not in metafunc.fixturenames:
         return
-    from testcontainers.kafka import KafkaContainer
-
-    with KafkaContainer() as container:
-        yield container.get_bootstrap_server()
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        chosen: list[str] = ["external"]
+    else:
+        option = metafunc.config.getoption("--broker")
+        chosen = list(BROKERS) if option == "both" else [option]
+        for broker in BROKERS:
+            if metafunc.definition.get_closest_marker(f"{broker}_only"):
+                chosen = [b for b in chosen if b == broker]
+    # Session scope: pytest runs every test of one broker before starting the next.
+    metafunc.parametrize("broker", chosen, scope="session")
 
 
 @pytest_asyncio.fixture(scope="session")
-async def bootstrap(kafka_container: str | None) -> AsyncIterator[str]:
-    """``host:port`` of the broker every integration test talks to."""
-    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if env:
-        yield env.split(",")[0]
-    elif kafka_container:
-        yield kafka_container
+async def bootstrap(broker: str, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """``host:port`` of the broker the integration test talks to."""
+    if broker == "external":
+        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"].split(",")[0]
+    elif broker == "kafka":
+        cluster: KafkaCluster = request.getfixturevalue("kafka_cluster")
+        yield cluster.bootstrap
     else:
-        async with EmbeddedBroker() as broker:
-            yield broker.bootstrap
+        async with EmbeddedBroker() as tansu:
+            yield tansu.bootstrap
 
 
 @pytest_asyncio.fixture(scope="session")
 async def kafka_cluster() -> AsyncIterator[KafkaCluster]:
     """A one-node Apache Kafka (KRaft), shared by the session (settings: KafkaCluster's doc)."""
     async with KafkaCluster(nodes=1) as cluster:
+        _running_kafka.append(cluster)
         yield cluster
+        _running_kafka.remove(cluster)
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -72,9 +93,9 @@ async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
-def on_tansu() -> bool:
-    """True when the tests run on the embedded Tansu broker (for its documented quirks)."""
-    return not os.environ.get("KAFKA_BOOTSTRAP_SERVERS") and not _docker_answers()
+def on_tansu(broker: str) -> bool:
+    """True when the test runs on the embedded Tansu broker (for its documented quirks)."""
+    return broker == "tansu"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -84,9 +105,12 @@ def pytest_runtest_makereport(
     """A failed test's report shows the tail of each Kafka node's log it used."""
     report: pytest.TestReport = yield
     if report.failed:
-        for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, KafkaCluster):
-                report.sections.append(("Kafka log tail", value.log_tail()))
+        funcargs = getattr(item, "funcargs", {})
+        clusters = [v for v in funcargs.values() if isinstance(v, KafkaCluster)]
+        if funcargs.get("broker") == "kafka":
+            clusters += _running_kafka
+        for cluster in dict.fromkeys(clusters):
+            report.sections.append(("Kafka log tail", cluster.log_tail()))
     return report
 
 
