@@ -63,17 +63,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("broker", chosen, scope="session")
 
 
-@pytest_asyncio.fixture(scope="session")
-async def bootstrap(broker: str, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+@pytest.fixture(scope="session")
+def bootstrap(broker: str, request: pytest.FixtureRequest) -> str:
     """``host:port`` of the broker the integration test talks to."""
     if broker == "external":
-        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"].split(",")[0]
-    elif broker == "kafka":
-        cluster: KafkaCluster = request.getfixturevalue("kafka_cluster")
-        yield cluster.bootstrap
-    else:
-        async with EmbeddedBroker() as tansu:
-            yield tansu.bootstrap
+        return os.environ["KAFKA_BOOTSTRAP_SERVERS"].split(",")[0]
+    # Looked up by name: a run on one broker never starts the other.
+    started: EmbeddedBroker | KafkaCluster = request.getfixturevalue(f"{broker}_broker")
+    return started.bootstrap
+
+
+@pytest_asyncio.fixture(scope="session")
+async def tansu_broker() -> AsyncIterator[EmbeddedBroker]:
+    """The embedded Tansu broker, shared by the session."""
+    async with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_cluster: KafkaCluster) -> KafkaCluster:
+    """The one-node Apache Kafka the ``bootstrap`` tests use."""
+    return kafka_cluster
 
 
 @pytest_asyncio.fixture(scope="session")
