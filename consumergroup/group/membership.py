@@ -28,6 +28,7 @@ from ..errors import (
     error_for_code,
 )
 from ..net.protocol import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from ..net.quirks import NO_QUIRKS, OrphanedLeaderPoke
 from ..retry import COORDINATOR_LOST, Backoff
 from .logs import GroupLogger
 
@@ -38,13 +39,6 @@ if TYPE_CHECKING:
     from ..net.connection import BrokerConnection
 
 _log = logging.getLogger(__name__)
-
-#: Consecutive join rounds that named the same absent leader in the same generation and
-#: ended with SyncGroup answering REBALANCE_IN_PROGRESS, before this member pokes the
-#: leader's id (see :meth:`Membership._orphaned_round`). A round lasts ~1.3 session
-#: timeouts on Tansu, so after two a leader that is alive but silent has been evicted.
-ORPHANED_ROUNDS = 2
-
 
 @dataclass(slots=True)
 class Generation:
@@ -82,14 +76,9 @@ class Membership:
         # The last assignment received: the history sticky assignors publish in user data.
         self.assignment: dict[str, list[int]] = {}
         self.log = GroupLogger(_log, group, lambda: self.member_id)
-        # (generation, leader) named by the last JoinGroup; the same of the last round that
-        # ended with SyncGroup answering REBALANCE_IN_PROGRESS, and how many rounds in a
-        # row did so with that key: see _orphaned_round.
-        self._stalled: tuple[int, str] | None = None
-        self._stalled_rounds = 0
-        self._round: tuple[int, str] = (-1, "")
-        # (leader id, loop time its poke was answered): the eviction check still to trigger.
-        self._poked: tuple[str, float] | None = None
+        # The coordinator's departures from Kafka's protocol (net.quirks), from its answers.
+        self.quirks = NO_QUIRKS
+        self._orphaned = OrphanedLeaderPoke(self.log, config.consumer.group.session_timeout)
         # The coordinator connection whose JoinGroup/SyncGroup was cancelled while held.
         self._abandoned: BrokerConnection | None = None
 
@@ -130,6 +119,7 @@ class Membership:
         :meth:`_drop_abandoned`, :meth:`leave`)."""
         self._drop_abandoned()
         conn = await self._client.coordinator(self.group)
+        self.quirks = conn.quirks
         try:
             return await conn.send(request, timeout=timeout)
         except (KafkaConnectionError, RequestTimedOutError):
@@ -181,7 +171,12 @@ class Membership:
                 # Another member joined after this round closed: join the new round now
                 # (as Java's client does), while it is open, not after a backoff.
                 error, delay = exc, 0.0
-                await self._orphaned_round(topics, owned)
+                if self.quirks.orphaned_leader:
+                    await self._orphaned.after_stalled_sync(
+                        self.member_id,
+                        lambda leader: self._join_as(topics, owned, leader),
+                        self._heartbeat_answer,
+                    )
             backoffs += 1
             if backoffs > retry.max:
                 raise error
@@ -194,80 +189,19 @@ class Membership:
             )
             await asyncio.sleep(delay)
 
-    async def _orphaned_round(self, topics: Sequence[str], owned: dict[str, list[int]]) -> None:
-        """After a SyncGroup answered REBALANCE_IN_PROGRESS: unblock a group that waits
-        for a leader that left.
+    async def _join_as(
+        self, topics: Sequence[str], owned: dict[str, list[int]], member_id: str
+    ) -> None:
+        """One JoinGroup under ``member_id``, answer dropped (``orphaned_leader``'s poke).
 
-        Tansu (0.6) keeps naming as leader a member that sent LeaveGroup while the
-        group was forming: the leader is never cleared, no member is told it leads,
-        every SyncGroup is held ~0.8 session timeouts and answered
-        REBALANCE_IN_PROGRESS, and no generation completes until the broker restarts.
-        The signature: rounds with the same generation and the same leader (not this
-        member), each ending so; it cannot happen on Apache Kafka, where every join
-        round has a new generation. Tansu does clear a leader it evicts, so after
-        :data:`ORPHANED_ROUNDS` such rounds this member sends one JoinGroup under the
-        leader's id and drops the answer: the id is a member again, sends nothing more,
-        and is evicted one session timeout later, which clears the leader; the next
-        member to join leads. Harmless when the leader is in fact alive (its session
-        is merely refreshed), and when several members do it at once.
-        """
-        key = self._round
-        if key[0] < 0 or key[1] in ("", self.member_id):
-            self._stalled, self._stalled_rounds, self._poked = None, 0, None
-            return
-        if self._poked is not None and self._poked[0] == key[1]:
-            await self._evict_poked()
-            return
-        self._poked = None
-        self._stalled_rounds = self._stalled_rounds + 1 if key == self._stalled else 1
-        self._stalled = key
-        if self._stalled_rounds < ORPHANED_ROUNDS:
-            return
-        self._stalled, self._stalled_rounds = None, 0
-        generation, leader = key
-        self.log.warning(
-            "generation %d: %d join rounds in a row named leader %s and no SyncGroup "
-            "completed: the coordinator waits for a leader that left the group (a Tansu "
-            "bug); joining once under that id so that the coordinator evicts it",
-            generation,
-            ORPHANED_ROUNDS,
-            leader,
-        )
-        try:  # dynamic (no instance id): a static one would bind our instance id to it
-            await self._send_join(self._join_request(topics, owned, leader, None))
-        except ConsumerGroupError as exc:
-            self.log.info("JoinGroup under the absent leader's id failed: %s", exc)
-            return
-        self._poked = (leader, asyncio.get_running_loop().time())
+        Dynamic (no instance id): a static one would bind our instance id to it."""
+        await self._send_join(self._join_request(topics, owned, member_id, None))
 
-    async def _evict_poked(self) -> None:
-        """After the poke: make the coordinator run its eviction check once the poked id's
-        session timeout has passed, while that id is still a member.
-
-        Tansu runs that check only on a JoinGroup/SyncGroup/Heartbeat *without* a
-        group_instance_id, or on any Heartbeat while the group forms. Dynamic members'
-        own joins trigger it; static members never send one while joining, so a group of
-        static members waited for ever (and a second poke, evicting the id and re-adding
-        it in the same request, made it leader again). A Heartbeat under this member's own
-        ids does it: the poked leader is evicted, the leader cleared, and the next member
-        to join leads. Sent each stalled round until a round names another leader.
-        """
-        assert self._poked is not None
-        leader, poked_at = self._poked
-        session_timeout = self._config.consumer.group.session_timeout
-        if asyncio.get_running_loop().time() - poked_at <= session_timeout:
-            return  # not expired yet: the coordinator would keep it
+    async def _heartbeat_answer(self) -> str:
+        """One Heartbeat under this member's ids; the name of the error it was answered."""
         request = HeartbeatRequest(self.group, self.generation_id, self.member_id, self.instance_id)
-        try:
-            resp = await self._coordinator_send(request, timeout=self._config.net.read_timeout)
-        except ConsumerGroupError as exc:
-            self.log.info("Heartbeat to evict the absent leader %s failed: %s", leader, exc)
-            return
-        self.log.info(
-            "Heartbeat to evict the absent leader %s answered %s",
-            leader,
-            error_for_code(resp.error_code).__name__ if resp.error_code else "no error",
-        )
+        resp = await self._coordinator_send(request, timeout=self._config.net.read_timeout)
+        return error_for_code(resp.error_code).__name__ if resp.error_code else "no error"
 
     def _join_request(
         self,
@@ -312,7 +246,7 @@ class Membership:
 
     async def _join_once(self, topics: Sequence[str], owned: dict[str, list[int]]) -> Generation:
         group_cfg = self._config.consumer.group
-        self._round = (-1, "")
+        self._orphaned.round_started()
         resp = await self._send_join(
             self._join_request(topics, owned, self.member_id, self.instance_id)
         )
@@ -332,7 +266,7 @@ class Membership:
             raise error_for_code(code)(f"JoinGroup {self.group!r}")
         self.member_id = resp["member_id"]
         self.generation_id = resp["generation_id"]
-        self._round = (self.generation_id, resp["leader_id"])
+        self._orphaned.round_named(self.generation_id, resp["leader_id"])
         protocol = resp.get("group_protocol") or resp.get("protocol_name") or ""
         chosen = next((s for s in self._strategies() if s.name == protocol), None)
         if chosen is None:
@@ -357,7 +291,7 @@ class Membership:
             raise self._fenced("SyncGroup")
         if sync_resp["error_code"]:
             raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
-        self._stalled, self._stalled_rounds, self._poked = None, 0, None
+        self._orphaned.completed()
         assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
         self.assignment = {t: sorted(p) for t, p in assignment.topics.items()}
         return Generation(
@@ -412,18 +346,17 @@ class Membership:
         Not ``permanent`` (a static member closing without ``leave_group``): nothing is
         sent, and the member's partitions wait for it until its session timeout.
 
-        After a cancelled join (close() during a join) it goes out twice: on a fresh
-        connection, answered at once (Kafka then drops the pending join), and posted
-        behind the abandoned JoinGroup, unanswered: Tansu keeps re-applying a held
-        JoinGroup until its hold ends (half the session timeout), which re-adds a member
-        that left meanwhile, and it still processes the posted copy after that hold, even
-        once this client closed the connection.
+        After a cancelled join (close() during a join) it goes out on a fresh connection,
+        answered at once (Kafka then drops the pending join). On a coordinator with the
+        ``replays_held_join`` quirk (net.quirks) a copy is also posted behind the
+        abandoned JoinGroup, unanswered.
         """
         if not self.member_id or not permanent:
             return
         request = LeaveGroupRequest(self.group, self.member_id, self.instance_id)
-        if self._abandoned is not None and not self._abandoned.closed:
-            self._abandoned.post(request)
+        abandoned = self._abandoned
+        if self.quirks.replays_held_join and abandoned is not None and not abandoned.closed:
+            abandoned.post(request)
         resp = await self._coordinator_send(request)
         code = getattr(resp, "error_code", 0)
         if code and code != UnknownMemberIdError.errno:

@@ -45,6 +45,7 @@ from .protocol import (
     encode_request,
     prepare,
 )
+from .quirks import BrokerQuirks, detect_quirks
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,11 @@ class BrokerConnection:
         self._error: BaseException | None = None
         # The broker's advertised (min, max) per API; filled by _negotiate().
         self.broker_versions: VersionRanges = {}
+
+    @property
+    def quirks(self) -> BrokerQuirks:
+        """The broker's departures from Apache Kafka's protocol, from its ApiVersions answer."""
+        return detect_quirks(self.broker_versions)
 
     @property
     def address(self) -> str:
