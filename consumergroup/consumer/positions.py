@@ -25,9 +25,11 @@ from ..errors import (
     ConfigurationError,
     ConsumerError,
     OffsetOutOfRangeError,
+    error_for_code,
     raise_for_code,
 )
 from ..net.protocol import FetchRequest, ListOffsetsRequest
+from ..retry import retrying
 from .records import decode_records
 
 if TYPE_CHECKING:
@@ -70,17 +72,31 @@ async def list_offsets(
     client: Client, isolation: int, wanted: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
     """ListOffsets for ``{tp: -2 (earliest) | -1 (latest) | a timestamp in ms}``, one request
-    per leader; a timestamp maps to the first offset at or after it (-1: none)."""
-    for topic, partition in wanted:
-        await client.leader(topic, partition)  # makes sure the leader is known
+    per leader; a timestamp maps to the first offset at or after it (-1: none).
+
+    A retriable answer (NOT_LEADER_OR_FOLLOWER: a leader that moved, or one that Apache
+    Kafka names in its metadata just before it serves the partition) refreshes metadata
+    and asks again, per ``metadata.retry``."""
     out: dict[TopicPartition, int] = {}
-    for node, tps in _by_leader(client, wanted).items():
-        conn = await client.connection(node)
-        resp = await conn.send(ListOffsetsRequest(isolation, _by_topic(tps)))
-        for topic, partitions in resp.topics:
-            for partition, code, *rest in partitions:
-                raise_for_code(code, f"ListOffsets {topic}/{partition}")
-                out[(topic, partition)] = rest[-1]
+
+    async def attempt() -> None:
+        todo = {tp: ts for tp, ts in wanted.items() if tp not in out}
+        for topic, partition in todo:
+            await client.leader(topic, partition)  # makes sure the leader is known
+        for node, tps in _by_leader(client, todo).items():
+            conn = await client.connection(node)
+            resp = await conn.send(ListOffsetsRequest(isolation, _by_topic(tps)))
+            for topic, partitions in resp.topics:
+                for partition, code, *rest in partitions:
+                    if not code:
+                        out[(topic, partition)] = rest[-1]
+                        continue
+                    error = error_for_code(code)(f"ListOffsets {topic}/{partition}")
+                    if error.retriable:
+                        await client.refresh_metadata(*{t for t, _ in todo})
+                    raise error
+
+    await retrying("ListOffsets", attempt, client.config.metadata.retry)
     return out
 
 

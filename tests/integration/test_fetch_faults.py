@@ -12,13 +12,18 @@ import logging
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.protocol import offset
 
 import consumergroup as cg
+from consumergroup.errors import NotLeaderOrFollowerError
 from consumergroup.message import ConsumerMessage
 from consumergroup.testing import EmbeddedBroker, free_port
 
-from ..helpers import TcpProxy
+from ..conftest import unique
+from ..helpers import KafkaFrameProxy, TcpProxy, produce
 from .test_fetch import eventually
+
+_LIST_OFFSETS_RESPONSES = {v: getattr(offset, f"OffsetResponse_v{v}") for v in range(1, 4)}
 
 PARTITIONS = 3
 ROUNDS = 30
@@ -125,3 +130,46 @@ async def _log_end(pc: cg.PartitionConsumer) -> int:
     async with asyncio.timeout(10):
         await eventually(lambda: pc.high_water_mark_offset >= 0)
     return pc.high_water_mark_offset
+
+
+class NotLeaderOnce(KafkaFrameProxy):
+    """Answers the first ListOffsets with NOT_LEADER_OR_FOLLOWER for every partition, as
+    Apache Kafka does while it names a new topic's leader before that leader serves it."""
+
+    def __init__(self, target_port: int, listen_port: int) -> None:
+        super().__init__(target_port, listen_port)
+        self.refused = 0
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        if key != 2 or self.refused:
+            return frame
+        self.refused += 1
+        response = _LIST_OFFSETS_RESPONSES[version]
+        resp = response.decode(frame[4:]).to_object()
+        topics = [
+            (t["topic"], [_not_leader(p["partition"]) for p in t["partitions"]])
+            for t in resp["topics"]
+        ]
+        head = (resp["throttle_time_ms"],) if version >= 2 else ()
+        return frame[:4] + response(*head, topics).encode()
+
+
+def _not_leader(partition: int) -> tuple[int, ...]:
+    """A ListOffsets v1+ partition answer: partition, error, timestamp, offset."""
+    return (partition, NotLeaderOrFollowerError.errno, -1, -1)
+
+
+async def test_list_offsets_answered_not_leader_is_asked_again() -> None:
+    proxy_port = free_port()
+    topic = unique("not-leader")
+    async with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        NotLeaderOnce(broker.port, proxy_port) as proxy,
+    ):
+        await broker.create_topic(topic, 1)
+        await produce(broker.bootstrap, topic, [b"a", b"b"])
+        async with cg.Consumer([proxy.address]) as consumer:
+            pc = await consumer.consume_partition(topic, 0, cg.OFFSET_OLDEST)
+            first = await asyncio.wait_for(anext(aiter(pc.messages())), 10)
+    assert proxy.refused == 1
+    assert (first.offset, first.value) == (0, b"a")
