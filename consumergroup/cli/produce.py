@@ -216,7 +216,14 @@ async def _send_until_stopped(sender: _Sender, source: BinaryIO) -> tuple[int, s
 
     async def pump() -> None:
         async for lines in _line_chunks(source):
-            await sender.send(lines)
+            sending = asyncio.ensure_future(sender.send(lines))
+            try:
+                await asyncio.shield(sending)
+            except asyncio.CancelledError:
+                # Stopped between two requests, not inside one: records the broker may
+                # already have written are waited for and counted.
+                await sending
+                raise
 
     with signals(stopper.on_signal):
         work = asyncio.create_task(pump(), name="produce")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 import consumergroup as cg
-from tests.conftest import TopicFactory, unique
+from tests.conftest import HELD_LONE_JOIN, TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.group_support import (
     Recorder,
@@ -90,6 +90,7 @@ async def two_partitions_with(
     return topic, unique()
 
 
+@pytest.mark.tansu_only(HELD_LONE_JOIN)
 async def test_close_during_the_join_wins_and_no_handler_runs(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
@@ -126,7 +127,9 @@ async def test_close_while_the_broker_holds_the_join_leaves_at_once(
     group = unique()
     session_timeout = 20.0
     config = group_config(consumer__group__session_timeout=session_timeout)
-    b = Recorder("b")
+    # b rejoins only after a slow cleanup: until then the coordinator holds a's JoinGroup
+    # (Apache Kafka waits for the known members; Tansu holds every JoinGroup anyway).
+    b = SlowFirstCleanup("b", hold=4.0)
     async with running_member(bootstrap, group, [topic], b, config) as (member_b, _):
         await wait_for(lambda: b.owned() == 2, 30, "b's claims")
         generation = member_b.stats().generation_id
@@ -155,6 +158,19 @@ async def test_close_while_the_broker_holds_the_join_leaves_at_once(
             "b's next generation with every partition",
         )
         assert took + formed < session_timeout - 5, (took, formed)
+
+
+class SlowFirstCleanup(Recorder):
+    """A member whose first cleanup (the first rebalance) takes ``hold`` seconds."""
+
+    def __init__(self, name: str, hold: float) -> None:
+        super().__init__(name)
+        self.hold = hold
+
+    async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
+        if not self.cleanups:
+            await asyncio.sleep(self.hold)
+        await super().cleanup(session)
 
 
 class CloseInside(Recorder):
@@ -293,6 +309,8 @@ async def test_hooks_states_and_observer_across_a_rebalance(
         async with running_member(bootstrap, group, [topic], b):
             await wait_for(lambda: a.owned() == 1 and b.owned() == 1, 40, "the split")
             assert member.stats().rebalances == 1
+            # Kafka forms both generations within a heartbeat interval: wait for one.
+            await wait_for(lambda: None in observer.heartbeats, 10, "a heartbeat answered")
     finally:
         await asyncio.wait_for(member.close(), 30)
         await asyncio.wait_for(run, 5)
