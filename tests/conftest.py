@@ -69,6 +69,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("broker", chosen, scope="session")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--broker tansu`` also skips the tests that start Apache Kafka themselves."""
+    if config.getoption("--broker") != "tansu":
+        return
+    skip = pytest.mark.skip(reason="--broker tansu: the test needs Apache Kafka")
+    for item in items:
+        if {"kafka_cluster", "kafka_cluster3"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def bootstrap(broker: str, request: pytest.FixtureRequest) -> str:
     """``host:port`` of the broker the integration test talks to."""
