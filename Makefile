@@ -6,6 +6,9 @@ BIN    := $(VENV)/bin
 # everything else (tests, lint, benchmarks, Spark: ~1 GB) that `make test` adds on top.
 DEMO   := $(VENV)/.demo
 STAMP  := $(VENV)/.installed
+# Downloads (Kafka's jars, Maven's repository) go to the repo's git-ignored cache.
+export CONSUMERGROUP_CACHE ?= $(CURDIR)/.cache
+
 # setup.py and the C sources: the editable install builds the C extensions in place,
 # and only a reinstall rebuilds them.
 SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
@@ -45,7 +48,9 @@ demo: $(DEMO)
 broker: $(DEMO)
 	$(BIN)/consumergroup broker --port $(or $(PORT),9092)
 
-## make test: the whole suite (unit + integration on the embedded broker), mypy --strict, ruff.
+## make test: the whole suite (unit + integration, each integration test on the embedded
+## Tansu broker and on Apache Kafka), mypy --strict, ruff. The first run fetches Apache
+## Kafka's jars with mvn into .cache/ (the suite does it, once, under a lock; Java 17+).
 ## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
 ## its JVM stay out of the other tests.
 test: $(STAMP)
