@@ -26,12 +26,6 @@ os.environ.setdefault(
 )
 
 BROKERS = ("tansu", "kafka")
-#: Why a test that needs a held JoinGroup of a lone member holds on Tansu only.
-HELD_LONE_JOIN = (
-    "the scenario needs a JoinGroup the coordinator holds for seconds with no other member: "
-    "Tansu holds every JoinGroup ~half the session timeout, Apache Kafka answers a lone "
-    "member at once"
-)
 _running_kafka: list[KafkaCluster] = []  # the session's one-node cluster, for failure reports
 
 

@@ -10,6 +10,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import consumergroup as cg
+from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
+from consumergroup.client import Client
+from consumergroup.net.protocol import JoinGroupRequest, SyncGroupRequest
+
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+_COORDINATOR_MOVING = (14, 15, 16)
 
 
 def group_config(**overrides: object) -> cg.Config:
@@ -139,3 +145,35 @@ def offsets_by_partition(seen: list[tuple[str, int, int]]) -> dict[tuple[str, in
     for topic, partition, offset in seen:
         out.setdefault((topic, partition), Counter())[offset] += 1
     return out
+
+
+async def silent_leader(
+    bootstrap: str, group: str, topic: str, config: cg.Config, partitions: int = 2
+) -> str:
+    """A raw *static* member forms ``group`` alone (it leads and takes every partition),
+    then goes silent without LeaveGroup, as a static member's close() does. Until its
+    session timeout (``config``'s) the coordinator holds the next member's JoinGroup: Apache
+    Kafka waits for the members it knows, Tansu holds every JoinGroup anyway. Returns its id."""
+    strategy = config.consumer.group.rebalance.strategies[0].name
+    meta = MemberSubscription(topics=[topic], user_data=None, version=3).encode()
+    session_ms = int(config.consumer.group.session_timeout * 1000)
+    join = JoinGroupRequest(
+        group, session_ms, session_ms, "", "vanishing", "consumer", [(strategy, meta)]
+    )
+    async with Client([bootstrap], cg.Config(client_id="vanishing")) as client:
+        for _ in range(100):  # Apache Kafka: its coordinator may still be loading
+            conn = await client.coordinator(group)
+            resp = (await conn.send(join, timeout=30)).to_object()
+            if resp["error_code"] not in _COORDINATOR_MOVING:
+                break
+            client.invalidate_coordinator(group)
+            await asyncio.sleep(0.1)
+        assert resp["error_code"] == 0, resp
+        member_id: str = resp["member_id"]
+        assert resp["leader_id"] == member_id, "the first member to join leads"
+        plan = MemberAssignment({topic: list(range(partitions))}).encode()
+        sync = SyncGroupRequest(
+            group, resp["generation_id"], member_id, "vanishing", [(member_id, plan)]
+        )
+        assert (await conn.send(sync, timeout=30)).to_object()["error_code"] == 0
+    return member_id

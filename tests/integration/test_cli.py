@@ -25,9 +25,13 @@ import pytest
 from consumergroup.admin import ClusterAdmin
 from consumergroup.cli import render_bytes
 from consumergroup.testing import EmbeddedBroker, free_port
-from tests.conftest import HELD_LONE_JOIN, TopicFactory, unique
+from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.cli_support import CLI, FAST, ROOT, cli_env, reaped, run_cli, spawn
+from tests.integration.group_support import group_config, silent_leader
+
+#: A silent member with these settings makes the coordinator hold a JoinGroup ~20 s.
+HELD = group_config(consumer__group__session_timeout=20.0)
 
 pytestmark = pytest.mark.slow
 
@@ -523,19 +527,19 @@ async def test_consume_usage_errors_come_before_any_broker_contact(
     assert asyncio.get_running_loop().time() - started < 20  # no dial timeout was waited
 
 
-@pytest.mark.tansu_only(HELD_LONE_JOIN)
 async def test_sigterm_during_the_join_ends_the_command_at_once(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
-    # A 20 s session timeout: Tansu holds the JoinGroup ~10 s, so the signal lands mid-join.
-    topic = await new_topic(partitions=1)
-    proc = await spawn("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
+    # A silent member with a 20 s session: the coordinator holds our JoinGroup that long.
+    topic, group = await new_topic(partitions=1), unique()
+    await silent_leader(bootstrap, group, topic, HELD, partitions=1)
+    proc = await spawn("consume", "-b", bootstrap, "-g", group, "-t", topic,
                        "--session-timeout", "20", "--timeout", "120")  # fmt: skip
     assert proc.stderr is not None
     async with reaped(proc):
         async with asyncio.timeout(30):  # the signal handlers are in place from this line on
             assert b"joining group" in await proc.stderr.readline()
-        await asyncio.sleep(1.0)  # inside the JoinGroup that Tansu holds for ~10 s
+        await asyncio.sleep(1.0)  # inside the held JoinGroup
         assert proc.returncode is None
         proc.send_signal(signal.SIGTERM)
         started = asyncio.get_running_loop().time()
@@ -549,13 +553,13 @@ async def test_sigterm_during_the_join_ends_the_command_at_once(
     assert "stopped while joining" in stderr
 
 
-@pytest.mark.tansu_only(HELD_LONE_JOIN)
 async def test_timeout_during_the_join_ends_the_command_at_once(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
-    topic = await new_topic(partitions=1)
+    topic, group = await new_topic(partitions=1), unique()
+    await silent_leader(bootstrap, group, topic, HELD, partitions=1)
     started = asyncio.get_running_loop().time()
-    result = await run_cli("consume", "-b", bootstrap, "-g", unique(), "-t", topic,
+    result = await run_cli("consume", "-b", bootstrap, "-g", group, "-t", topic,
                            "--session-timeout", "20", "--timeout", "2")  # fmt: skip
     took = asyncio.get_running_loop().time() - started
     assert result.code == 0, result.err

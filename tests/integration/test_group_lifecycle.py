@@ -10,13 +10,14 @@ from collections.abc import Sequence
 import pytest
 
 import consumergroup as cg
-from tests.conftest import HELD_LONE_JOIN, TopicFactory, unique
+from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.group_support import (
     Recorder,
     group_config,
     heartbeats,
     running_member,
+    silent_leader,
     wait_for,
 )
 from tests.integration.test_group import committed_offsets
@@ -90,18 +91,21 @@ async def two_partitions_with(
     return topic, unique()
 
 
-@pytest.mark.tansu_only(HELD_LONE_JOIN)
 async def test_close_during_the_join_wins_and_no_handler_runs(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
     """Defects 1 and 16: close() during a join waited its whole bound, then shut the
     client under the session that join produced."""
-    topic = await new_topic(partitions=2)
+    topic, group = await new_topic(partitions=2), unique()
+    # A silent member with a 20 s session: the coordinator holds our JoinGroup that long.
+    await silent_leader(
+        bootstrap, group, topic, group_config(consumer__group__session_timeout=20.0)
+    )
     handler = Hooked()
-    member = cg.ConsumerGroup([bootstrap], unique(), group_config())
+    member = cg.ConsumerGroup([bootstrap], group, group_config())
     task = asyncio.create_task(member.run([topic], handler))
     await wait_for(lambda: member.state is cg.GroupState.JOINING, 10, "the join")
-    await asyncio.sleep(1.0)  # JoinGroup in flight: Tansu holds it ~half the session timeout
+    await asyncio.sleep(1.0)  # JoinGroup in flight, held by the coordinator
     started = time.monotonic()
     await asyncio.wait_for(member.close(), 10)
     took = time.monotonic() - started

@@ -17,13 +17,13 @@ from collections.abc import Callable
 import pytest
 
 import consumergroup as cg
-from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
+from consumergroup.balance.protocol import MemberSubscription
 from consumergroup.client import Client
 from consumergroup.errors import MemberIdRequiredError
-from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.group_support import Recorder, group_config, wait_for
+from tests.integration.group_support import Recorder, group_config, silent_leader, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -96,29 +96,6 @@ async def test_a_group_whose_leader_left_mid_join_still_forms(
     await _forms_without(bootstrap, group, topic, config, departed, on_tansu, caplog, a_new_member)
 
 
-async def _static_leader_vanishes(bootstrap: str, group: str, topic: str, config: cg.Config) -> str:
-    """A raw *static* member forms the group alone (it leads and takes every partition),
-    then goes silent without LeaveGroup, as a static member's close() does. Returns its id."""
-    strategy = config.consumer.group.rebalance.strategies[0].name
-    meta = MemberSubscription(topics=[topic], user_data=None, version=3).encode()
-    session_ms = int(config.consumer.group.session_timeout * 1000)
-    async with Client([bootstrap], cg.Config(client_id="vanishing")) as client:
-        conn = await client.coordinator(group)
-        join = JoinGroupRequest(
-            group, session_ms, session_ms, "", "vanishing", "consumer", [(strategy, meta)]
-        )
-        resp = (await conn.send(join, timeout=30)).to_object()
-        assert resp["error_code"] == 0, resp
-        member_id: str = resp["member_id"]
-        assert resp["leader_id"] == member_id, "the first member to join leads"
-        plan = MemberAssignment({topic: list(range(2))}).encode()
-        sync = SyncGroupRequest(
-            group, resp["generation_id"], member_id, "vanishing", [(member_id, plan)]
-        )
-        assert (await conn.send(sync, timeout=30)).to_object()["error_code"] == 0
-    return member_id
-
-
 async def test_a_static_group_whose_leader_vanished_still_forms(
     bootstrap: str, new_topic: TopicFactory, on_tansu: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -131,7 +108,7 @@ async def test_a_static_group_whose_leader_vanished_still_forms(
     group = unique()
     config = group_config()
     config.consumer.group.instance_id = "survivor"
-    departed = await _static_leader_vanishes(bootstrap, group, topic, config)
+    departed = await silent_leader(bootstrap, group, topic, config)
 
     def owns_both(_: cg.ConsumerGroup, handler: Recorder) -> None:
         assert handler.owned() == 2
