@@ -46,23 +46,23 @@ def _gone(pid: int) -> bool:
         return True
 
 
-async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data(
-    kafka_cluster: KafkaCluster,
-) -> None:
-    topic = unique("kc")
-    await kafka_cluster.create_topic(topic, partitions=3)
-    await produce(kafka_cluster.bootstrap, topic, [b"%d" % i for i in range(30)])
-    recorder = Recorder()
-    async with running_member(kafka_cluster.bootstrap, unique(), [topic], recorder):
-        await wait_for(lambda: len(recorder.seen) >= 30, 60, "30 messages")
-    assert len(set(recorder.seen)) == 30
+async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data() -> None:
+    # A cluster of its own: restarting the session's would reload every test's topics.
+    async with KafkaCluster() as kc:
+        topic = unique("kc")
+        await kc.create_topic(topic, partitions=3)
+        await produce(kc.bootstrap, topic, [b"%d" % i for i in range(30)])
+        recorder = Recorder()
+        async with running_member(kc.bootstrap, unique(), [topic], recorder):
+            await wait_for(lambda: len(recorder.seen) >= 30, 60, "30 messages")
+        assert len(set(recorder.seen)) == 30
 
-    await kafka_cluster.kill_node(0)
-    await kafka_cluster.start_node(0)
-    again = Recorder()
-    async with running_member(kafka_cluster.bootstrap, unique(), [topic], again):
-        await wait_for(lambda: len(again.seen) >= 30, 60, "30 messages after a restart")
-    assert set(again.seen) == set(recorder.seen)
+        await kc.kill_node(0)
+        await kc.start_node(0)
+        again = Recorder()
+        async with running_member(kc.bootstrap, unique(), [topic], again):
+            await wait_for(lambda: len(again.seen) >= 30, 60, "30 messages after a restart")
+        assert set(again.seen) == set(recorder.seen)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
