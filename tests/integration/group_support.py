@@ -8,10 +8,12 @@ import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import consumergroup as cg
 from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
 from consumergroup.client import Client
+from consumergroup.net.connection import BrokerConnection
 from consumergroup.net.protocol import JoinGroupRequest, SyncGroupRequest
 
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
@@ -147,6 +149,21 @@ def offsets_by_partition(seen: list[tuple[str, int, int]]) -> dict[tuple[str, in
     return out
 
 
+async def raw_join(
+    client: Client, group: str, join: JoinGroupRequest
+) -> tuple[BrokerConnection, dict[str, Any]]:
+    """Send ``join`` to the coordinator, again while it is loading or moving (Apache Kafka
+    right after its first group appears). Returns the connection and the answer."""
+    for _ in range(100):
+        conn = await client.coordinator(group)
+        resp: dict[str, Any] = (await conn.send(join, timeout=30)).to_object()
+        if resp["error_code"] not in _COORDINATOR_MOVING:
+            break
+        client.invalidate_coordinator(group)
+        await asyncio.sleep(0.1)
+    return conn, resp
+
+
 async def silent_leader(
     bootstrap: str, group: str, topic: str, config: cg.Config, partitions: int = 2
 ) -> str:
@@ -161,13 +178,7 @@ async def silent_leader(
         group, session_ms, session_ms, "", "vanishing", "consumer", [(strategy, meta)]
     )
     async with Client([bootstrap], cg.Config(client_id="vanishing")) as client:
-        for _ in range(100):  # Apache Kafka: its coordinator may still be loading
-            conn = await client.coordinator(group)
-            resp = (await conn.send(join, timeout=30)).to_object()
-            if resp["error_code"] not in _COORDINATOR_MOVING:
-                break
-            client.invalidate_coordinator(group)
-            await asyncio.sleep(0.1)
+        conn, resp = await raw_join(client, group, join)
         assert resp["error_code"] == 0, resp
         member_id: str = resp["member_id"]
         assert resp["leader_id"] == member_id, "the first member to join leads"

@@ -30,8 +30,8 @@ from tests.helpers import produce
 from tests.integration.cli_support import CLI, FAST, ROOT, cli_env, reaped, run_cli, spawn
 from tests.integration.group_support import group_config, silent_leader
 
-#: A silent member with these settings makes the coordinator hold a JoinGroup ~20 s.
-HELD = group_config(consumer__group__session_timeout=20.0)
+#: A silent member with these settings makes the coordinator hold a JoinGroup ~10 s.
+HELD = group_config(consumer__group__session_timeout=10.0)
 
 pytestmark = pytest.mark.slow
 
@@ -530,7 +530,7 @@ async def test_consume_usage_errors_come_before_any_broker_contact(
 async def test_sigterm_during_the_join_ends_the_command_at_once(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
-    # A silent member with a 20 s session: the coordinator holds our JoinGroup that long.
+    # A silent member with a 10 s session: the coordinator holds our JoinGroup that long.
     topic, group = await new_topic(partitions=1), unique()
     await silent_leader(bootstrap, group, topic, HELD, partitions=1)
     proc = await spawn("consume", "-b", bootstrap, "-g", group, "-t", topic,

@@ -97,9 +97,9 @@ async def test_close_during_the_join_wins_and_no_handler_runs(
     """Defects 1 and 16: close() during a join waited its whole bound, then shut the
     client under the session that join produced."""
     topic, group = await new_topic(partitions=2), unique()
-    # A silent member with a 20 s session: the coordinator holds our JoinGroup that long.
+    # A silent member with a 10 s session: the coordinator holds our JoinGroup that long.
     await silent_leader(
-        bootstrap, group, topic, group_config(consumer__group__session_timeout=20.0)
+        bootstrap, group, topic, group_config(consumer__group__session_timeout=10.0)
     )
     handler = Hooked()
     member = cg.ConsumerGroup([bootstrap], group, group_config())

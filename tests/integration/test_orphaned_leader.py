@@ -23,7 +23,13 @@ from consumergroup.errors import MemberIdRequiredError
 from consumergroup.net.protocol import JoinGroupRequest, LeaveGroupRequest
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.group_support import Recorder, group_config, silent_leader, wait_for
+from tests.integration.group_support import (
+    Recorder,
+    group_config,
+    raw_join,
+    silent_leader,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -35,13 +41,12 @@ async def _join_then_leave(bootstrap: str, group: str, topic: str, config: cg.Co
     meta = MemberSubscription(topics=[topic], user_data=None, version=3).encode()
     session_ms = int(config.consumer.group.session_timeout * 1000)
     async with Client([bootstrap], cg.Config(client_id="departing")) as client:
-        conn = await client.coordinator(group)
         member_id = ""
         for _ in range(2):  # MEMBER_ID_REQUIRED first (Tansu, and Kafka >= 2.2), then the join
             join = JoinGroupRequest(
                 group, session_ms, session_ms, member_id, None, "consumer", [(strategy, meta)]
             )
-            resp = (await conn.send(join, timeout=30)).to_object()
+            conn, resp = await raw_join(client, group, join)
             member_id = resp["member_id"]
             if resp["error_code"] != MemberIdRequiredError.errno:
                 break
