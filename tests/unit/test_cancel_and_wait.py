@@ -83,8 +83,7 @@ def _suppresses_cancel(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute | ast.Name)
-        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
-        == "suppress"
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "suppress"
         and any(ast.unparse(arg).endswith("CancelledError") for arg in node.args)
     )
 
