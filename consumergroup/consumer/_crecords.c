@@ -6,13 +6,16 @@
  *   Attributes => int8          (unused)
  *   TimestampDelta => varlong
  *   OffsetDelta => varint
- *   Key => varint length (-1: null) + bytes
- *   Value => varint length (-1: null) + bytes
- *   Headers => varint count, then [varint length + UTF-8 key, varint length (-1: null) + bytes]
+ *   Key => varint length (negative: null) + bytes
+ *   Value => varint length (negative: null) + bytes
+ *   Headers => varint count, then [varint length + UTF-8 key, varint length (negative:
+ *              null) + bytes]
  *
- * Every read is bounds-checked against the record's own length, which is checked
- * against the buffer: a corrupt or truncated body raises ValueError, never reads past
- * the buffer. Messages are allocated with tp_alloc and their __slots__ filled directly
+ * Any negative length reads as null, as Kafka's Java client reads it; an offset delta
+ * outside the batch header's 0..lastOffsetDelta is corrupt. Every read is bounds-checked
+ * against the record's own length, which is checked against the buffer: a corrupt or
+ * truncated body raises ValueError, never reads past the buffer. consumer/_pyrecords.py
+ * is the pure-Python twin of decode_v2 (same results, same errors). Messages are allocated with tp_alloc and their __slots__ filled directly
  * (offsets read from the class's member descriptors by bind()), skipping the Python
  * __init__ call, which costs more than the rest of the record's decoding.
  */
@@ -67,8 +70,8 @@ read_varint(const uint8_t **pp, const uint8_t *end, int64_t *out)
     return 0;
 }
 
-/* A nullable byte string: varint length (-1: null) and the bytes. Sets `*data` and `*len`
- * (-1 for null; only when `nullable`) and returns 0, or -1 with ValueError set. */
+/* A nullable byte string: varint length (any negative: null) and the bytes. Sets `*data`
+ * and `*len` (-1 for null; only when `nullable`) and returns 0, or -1 with ValueError set. */
 static int
 read_span(const uint8_t **pp, const uint8_t *end, const char *what, int nullable,
           const uint8_t **data, int64_t *len)
@@ -79,7 +82,7 @@ read_span(const uint8_t **pp, const uint8_t *end, const char *what, int nullable
         return -1;
     }
     if (n < 0) {
-        if (n == -1 && nullable) {
+        if (nullable) {
             *data = NULL;
             *len = -1;
             return 0;
@@ -135,6 +138,12 @@ read_headers(const uint8_t **pp, const uint8_t *end)
     if (headers == NULL) {
         return NULL;
     }
+    if (count == 0) {
+        return headers;
+    }
+    /* Not visible to the collector (gc.get_objects() in a callback) while half filled:
+     * the items allocated below can run a collection. */
+    PyObject_GC_UnTrack(headers);
     for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
         PyObject *key = read_bytes(pp, end, "header key", 0);
         if (key == NULL) {
@@ -155,6 +164,7 @@ read_headers(const uint8_t **pp, const uint8_t *end)
         PyTuple_SET_ITEM(pair, 1, value);
         PyTuple_SET_ITEM(headers, i, pair);
     }
+    PyObject_GC_Track(headers);
     return headers;
 fail:
     Py_DECREF(headers); /* unset items are NULL, which tuple dealloc skips */
@@ -162,12 +172,13 @@ fail:
 }
 
 /* A record's length, attributes, timestamp delta and offset delta, from `*pp` (record
- * `index`, `buf` the body's start for messages). Sets its end, absolute offset and
- * timestamp and returns 0, or -1 with ValueError set. */
+ * `index`, `buf` the body's start for messages; offset deltas at most `last_delta`).
+ * Sets its end, absolute offset and timestamp and returns 0, or -1 with ValueError set. */
 static int
 read_record_head(const uint8_t **pp, const uint8_t *buf, const uint8_t *end, Py_ssize_t index,
-                 long long base_offset, long long timestamp, int log_append_time,
-                 const uint8_t **rec_end_out, long long *offset, long long *ts)
+                 long long base_offset, long long last_delta, long long timestamp,
+                 int log_append_time, const uint8_t **rec_end_out, long long *offset,
+                 long long *ts)
 {
     const uint8_t *record_start = *pp;
     const uint8_t *p = *pp;
@@ -189,6 +200,11 @@ read_record_head(const uint8_t **pp, const uint8_t *buf, const uint8_t *end, Py_
                      (Py_ssize_t)(record_start - buf));
         return -1;
     }
+    if (offset_delta < 0 || offset_delta > last_delta) {
+        PyErr_Format(PyExc_ValueError, "record %zd: offset delta %lld outside the batch's 0..%lld",
+                     index, (long long)offset_delta, last_delta);
+        return -1;
+    }
     *ts = timestamp;
     if (__builtin_add_overflow(base_offset, offset_delta, offset) ||
         (!log_append_time && __builtin_add_overflow(timestamp, ts_delta, ts))) {
@@ -207,11 +223,11 @@ set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
 }
 
 PyDoc_STRVAR(decode_v2_doc,
-"decode_v2(body, pos, index, count, base_offset, timestamp, log_append_time, topic,\n"
-"          partition, start, limit) -> (messages, pos, index)\n"
+"decode_v2(body, pos, index, count, base_offset, last_delta, timestamp, log_append_time,\n"
+"          topic, partition, start, limit) -> (messages, pos, index)\n"
 "\n"
 "Decode the records of an uncompressed v2 batch body from byte `pos`, record `index`\n"
-"(of `count`) on. Records with an offset below `start` are skipped; at most `limit`\n"
+"(of `count`, offset deltas at most `last_delta`) on. Records with an offset below `start` are skipped; at most `limit`\n"
 "messages are returned (0: no limit), with the position and index to resume from.\n"
 "Raises ValueError on corrupt or truncated input.");
 
@@ -222,11 +238,11 @@ decode_v2(PyObject *module, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, index, limit;
     int count, log_append_time;
-    long long base_offset, timestamp, start;
+    long long base_offset, last_delta, timestamp, start;
     PyObject *topic, *partition;
-    if (!PyArg_ParseTuple(args, "y*nniLLpUOLn:decode_v2", &view, &pos, &index, &count,
-                          &base_offset, &timestamp, &log_append_time, &topic, &partition,
-                          &start, &limit)) {
+    if (!PyArg_ParseTuple(args, "y*nniLLLpUOLn:decode_v2", &view, &pos, &index, &count,
+                          &base_offset, &last_delta, &timestamp, &log_append_time, &topic,
+                          &partition, &start, &limit)) {
         return NULL;
     }
     PyObject *messages = NULL, *ts_type = NULL, *ts_obj = NULL, *result = NULL;
@@ -258,6 +274,9 @@ decode_v2(PyObject *module, PyObject *args)
     if (messages == NULL || ts_type == NULL) {
         goto done;
     }
+    /* Not visible to the collector while half filled (its unset items are NULL): every
+     * message allocated below can run a collection, and a gc callback can list objects. */
+    PyObject_GC_UnTrack(messages);
     /* Consecutive records mostly share a timestamp (log-append time: all of them). */
     long long last_ts = timestamp;
     ts_obj = PyLong_FromLongLong(timestamp);
@@ -268,8 +287,8 @@ decode_v2(PyObject *module, PyObject *args)
     while (index < count && n < want) {
         const uint8_t *rec_end;
         long long offset, ts;
-        if (read_record_head(&p, buf, end, index, base_offset, timestamp, log_append_time,
-                             &rec_end, &offset, &ts) < 0) {
+        if (read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
+                             log_append_time, &rec_end, &offset, &ts) < 0) {
             goto done;
         }
         index++;
@@ -319,10 +338,13 @@ decode_v2(PyObject *module, PyObject *args)
         goto done;
     }
     if (n < want) { /* records skipped below `start`: the tail of the list is unset */
-        Py_SETREF(messages, PyList_GetSlice(messages, 0, n));
+        Py_SETREF(messages, PyList_GetSlice(messages, 0, n)); /* a new, tracked list */
         if (messages == NULL) {
             goto done;
         }
+    }
+    else {
+        PyObject_GC_Track(messages);
     }
     result = Py_BuildValue("Onn", messages, (Py_ssize_t)(p - buf), index);
 done:
@@ -385,14 +407,27 @@ ob_reserve(outbuf *b, Py_ssize_t extra, int zero)
     return 0;
 }
 
-/* Set the size of a reserved buffer to what was written. */
-static void
+/* Set the size of a reserved buffer to what was written. Returns 0, or -1 (a
+ * RuntimeError set unless one is) when the bytearray's storage is no longer the one
+ * reserved: code run by the collector (a finalizer, a gc callback) resized it meanwhile,
+ * and what was written there is gone; the bytearray is then left as that code left it. */
+static int
 ob_trim(outbuf *b)
 {
-    Py_SET_SIZE(b->ba, b->used);
-    if (((PyByteArrayObject *)b->ba)->ob_alloc > 0) { /* else the shared empty string */
-        b->data[b->used] = '\0';                    /* bytearray keeps a trailing NUL */
+    PyByteArrayObject *ba = (PyByteArrayObject *)b->ba;
+    if (b->data == NULL) { /* an empty bytearray reserved nothing: nothing was written */
+        return 0;
     }
+    if (ba->ob_start != b->data || ba->ob_alloc - (ba->ob_start - ba->ob_bytes) <= b->used) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "decode_v2_columns: a column buffer was changed while decoding");
+        }
+        return -1;
+    }
+    Py_SET_SIZE(ba, b->used);
+    b->data[b->used] = '\0'; /* bytearray keeps a trailing NUL */
+    return 0;
 }
 
 static inline void
@@ -408,10 +443,11 @@ set_bit(outbuf *bitmap, int64_t i)
     bitmap->data[i >> 3] |= (char)(1 << (i & 7));
 }
 
-/* Take `n` bytearrays from `tuple` into `out`, checking they are distinct (each is
- * resized on its own). */
+/* Take `n` bytearrays from `tuple` into `out`, checking they are distinct from each
+ * other and from the `n_taken` taken before `out` (each is resized on its own: one
+ * bytearray twice would be written through a pointer its other resize freed). */
 static int
-take_buffers(PyObject *tuple, outbuf *out, Py_ssize_t n, const char *what)
+take_buffers(PyObject *tuple, outbuf *out, Py_ssize_t n, Py_ssize_t n_taken, const char *what)
 {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != n) {
         PyErr_Format(PyExc_TypeError, "%s must be a tuple of %zd bytearrays", what, n);
@@ -423,7 +459,7 @@ take_buffers(PyObject *tuple, outbuf *out, Py_ssize_t n, const char *what)
             PyErr_Format(PyExc_TypeError, "%s must be a tuple of %zd bytearrays", what, n);
             return -1;
         }
-        for (Py_ssize_t j = 0; j < i; j++) {
+        for (Py_ssize_t j = -n_taken; j < i; j++) {
             if (out[j].ba == ba) {
                 PyErr_Format(PyExc_ValueError, "%s: the same bytearray twice", what);
                 return -1;
@@ -431,7 +467,7 @@ take_buffers(PyObject *tuple, outbuf *out, Py_ssize_t n, const char *what)
         }
         out[i].ba = ba;
         out[i].used = PyByteArray_GET_SIZE(ba);
-        out[i].data = PyByteArray_AS_STRING(ba);
+        out[i].data = PyByteArray_AS_STRING(ba); /* for the checks; ob_reserve() resets it */
     }
     return 0;
 }
@@ -474,16 +510,17 @@ put_binary(outbuf *offsets, outbuf *data, outbuf *valid, int64_t row, const uint
 }
 
 PyDoc_STRVAR(decode_v2_columns_doc,
-"decode_v2_columns(body, pos, index, count, base_offset, timestamp, log_append_time,\n"
-"                  start, stop, limit, max_bytes, columns, headers) -> (pos, index, ended)\n"
+"decode_v2_columns(body, pos, index, count, base_offset, last_delta, timestamp,\n"
+"                  log_append_time, start, stop, limit, max_bytes, columns, headers)\n"
+"                  -> (pos, index, ended)\n"
 "\n"
 "Decode the records of an uncompressed v2 batch body from byte `pos`, record `index`\n"
-"(of `count`) on, appending them to Arrow-layout buffers: `columns` is a tuple of 9\n"
+"(of `count`, offset deltas at most `last_delta`) on, appending them to Arrow-layout buffers: `columns` is a tuple of 9\n"
 "bytearrays (key offsets, key data, key validity, value offsets, value data, value\n"
 "validity, offsets int64, timestamps int64 in microseconds, timestamp types int32);\n"
 "`headers` None (headers are checked, not kept) or 6 bytearrays (list offsets, key\n"
-"offsets, key data, value offsets, value data, value validity). Records below `start`\n"
-"are skipped; decoding ends before the first record at or after `stop` (`ended` True),\n"
+"offsets, key data, value offsets, value data, value validity); all distinct. Records\n"
+"below `start` are skipped; decoding ends before the first record at or after `stop` (`ended` True),\n"
 "after `limit` appended rows, or once the key and value data reach `max_bytes`.\n"
 "Raises ValueError on corrupt or truncated input (the buffers are then unspecified).");
 
@@ -493,24 +530,27 @@ decode_v2_columns(PyObject *module, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, index, limit, max_bytes;
     int count, log_append_time;
-    long long base_offset, timestamp, start, stop;
+    long long base_offset, last_delta, timestamp, start, stop;
     PyObject *columns, *headers;
-    if (!PyArg_ParseTuple(args, "y*nniLLpLLnnOO:decode_v2_columns", &view, &pos, &index,
-                          &count, &base_offset, &timestamp, &log_append_time, &start, &stop,
-                          &limit, &max_bytes, &columns, &headers)) {
+    if (!PyArg_ParseTuple(args, "y*nniLLLpLLnnOO:decode_v2_columns", &view, &pos, &index,
+                          &count, &base_offset, &last_delta, &timestamp, &log_append_time,
+                          &start, &stop, &limit, &max_bytes, &columns, &headers)) {
         return NULL;
     }
     PyObject *result = NULL;
-    outbuf c[N_COLUMN_BUFS], h[N_HEADER_BUFS];
+    /* One array: the header buffers follow the column ones (checked distinct from them). */
+    outbuf all[N_COLUMN_BUFS + N_HEADER_BUFS];
+    outbuf *const c = all, *const h = all + N_COLUMN_BUFS;
     int keep_headers = headers != Py_None;
-    int ended = 0, n_reserved = 0;
+    int ended = 0, n_reserved = 0, ok = 0;
+    Py_ssize_t resume = 0;
     int64_t rows0 = 0, rows = 0, entries = 0;
     if (pos < 0 || pos > view.len || index < 0 || limit <= 0 || max_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "invalid decode position");
         goto done;
     }
-    if (take_buffers(columns, c, N_COLUMN_BUFS, "columns") < 0 ||
-        (keep_headers && take_buffers(headers, h, N_HEADER_BUFS, "headers") < 0)) {
+    if (take_buffers(columns, c, N_COLUMN_BUFS, 0, "columns") < 0 ||
+        (keep_headers && take_buffers(headers, h, N_HEADER_BUFS, N_COLUMN_BUFS, "headers") < 0)) {
         goto done;
     }
     rows0 = rows = c[C_OFFSETS].used / 8;
@@ -580,8 +620,8 @@ decode_v2_columns(PyObject *module, PyObject *args)
         }
         const uint8_t *const rec_start = p, *rec_end;
         long long offset, ts;
-        if (read_record_head(&p, buf, end, index, base_offset, timestamp, log_append_time,
-                             &rec_end, &offset, &ts) < 0) {
+        if (read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
+                             log_append_time, &rec_end, &offset, &ts) < 0) {
             goto done;
         }
         if (offset >= stop) { /* past the range: this record and the rest are not read */
@@ -661,7 +701,11 @@ decode_v2_columns(PyObject *module, PyObject *args)
                      (Py_ssize_t)(end - p), count);
         goto done;
     }
-    result = Py_BuildValue("nnO", (Py_ssize_t)(p - buf), index, ended ? Py_True : Py_False);
+    /* Success: what to return is built once the buffers are trimmed (below). Building it
+     * first would allocate, which can run a collection, and so Python code that resizes
+     * a buffer under the pointers still to be written through. */
+    ok = 1;
+    resume = (Py_ssize_t)(p - buf);
 done:
     if (n_reserved > 0) { /* size every reserved buffer to what was written (on error too) */
         c[C_KEY_VALID].used = c[C_VALUE_VALID].used = (Py_ssize_t)((rows + 7) / 8);
@@ -669,10 +713,15 @@ done:
             h[H_VALUE_VALID].used = (Py_ssize_t)((entries + 7) / 8);
         }
         for (int i = 0; i < n_reserved; i++) {
-            ob_trim(i < N_COLUMN_BUFS ? &c[i] : &h[i - N_COLUMN_BUFS]);
+            if (ob_trim(&all[i]) < 0) {
+                ok = 0;
+            }
         }
     }
     PyBuffer_Release(&view);
+    if (ok) {
+        result = Py_BuildValue("nnO", resume, index, ended ? Py_True : Py_False);
+    }
     return result;
 }
 

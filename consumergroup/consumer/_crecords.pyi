@@ -14,6 +14,7 @@ def decode_v2(
     index: int,
     count: int,
     base_offset: int,
+    last_delta: int,
     timestamp: int,
     log_append_time: bool,
     topic: str,
@@ -22,9 +23,9 @@ def decode_v2(
     limit: int,
     /,
 ) -> tuple[list[ConsumerMessage], int, int]:
-    """Decode records from byte ``pos``, record ``index`` of ``count``, skipping offsets
-    below ``start``, at most ``limit`` (0: all); returns the messages and where to resume.
-    ValueError on corrupt input."""
+    """Decode records from byte ``pos``, record ``index`` of ``count`` (offset deltas at
+    most ``last_delta``), skipping offsets below ``start``, at most ``limit`` (0: all);
+    returns the messages and where to resume. ValueError on corrupt input."""
 
 def decode_v2_columns(
     body: Buffer,
@@ -32,6 +33,7 @@ def decode_v2_columns(
     index: int,
     count: int,
     base_offset: int,
+    last_delta: int,
     timestamp: int,
     log_append_time: bool,
     start: int,

@@ -22,6 +22,7 @@ typedef struct {
     PyObject *it;     /* its `_current` list iterator as last seen, or NULL */
     PyObject *slow;   /* the pc._refill() coroutine being awaited, or NULL */
     int pending;      /* __anext__ was called and its await has not completed */
+    int running;      /* inside pc._refill(): send/throw/close from there are refused */
 } Stream;
 
 static PyObject *str_refill;   /* "_refill" */
@@ -34,11 +35,16 @@ stream_init(Stream *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTuple(args, "O:MessageStream", &pc)) {
         return -1;
     }
+    if (self->running) { /* re-initialised from inside pc._refill(): it would be freed */
+        PyErr_SetString(PyExc_ValueError, "MessageStream already executing");
+        return -1;
+    }
     Py_INCREF(pc);
     Py_XSETREF(self->pc, pc);
     Py_CLEAR(self->it);  /* the first await asks pc._refill(), which reads _current */
     Py_CLEAR(self->slow);
     self->pending = 0;
+    self->running = 0;
     return 0;
 }
 
@@ -97,13 +103,41 @@ stream_reload(Stream *self)
         Py_DECREF(current);
         current = NULL;
     }
+    else if (!PyIter_Check(current)) { /* its tp_iternext is called directly */
+        PyErr_Format(PyExc_TypeError, "MessageStream: _current is a %.100s, not an iterator",
+                     Py_TYPE(current)->tp_name);
+        Py_DECREF(current);
+        return -1;
+    }
     Py_XSETREF(self->it, current);
+    return 0;
+}
+
+/* Refuse a stream that cannot be driven now: made by __new__ without __init__ (no pc),
+ * or re-entered from inside its own pc._refill() (which would free the running
+ * coroutine). Returns 0, or -1 with an error set. */
+static int
+stream_check(Stream *self)
+{
+    if (self->pc == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "MessageStream is not initialised: create it as MessageStream(pc)");
+        return -1;
+    }
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "MessageStream already executing");
+        return -1;
+    }
     return 0;
 }
 
 static PySendResult
 stream_am_send(Stream *self, PyObject *arg, PyObject **result)
 {
+    if (stream_check(self) < 0) {
+        *result = NULL;
+        return PYGEN_ERROR;
+    }
     if (!self->pending) {
         PyErr_SetString(PyExc_RuntimeError,
                         "MessageStream: await of a __anext__() that already completed");
@@ -132,7 +166,9 @@ stream_am_send(Stream *self, PyObject *arg, PyObject **result)
             return PYGEN_ERROR;
         }
     }
+    self->running = 1;
     PySendResult status = PyIter_Send(self->slow, arg, result);
+    self->running = 0;
     if (status == PYGEN_NEXT) {
         return status;  /* waiting for data: the yielded future goes up to the task */
     }
@@ -181,12 +217,18 @@ stream_send(Stream *self, PyObject *arg)
 static PyObject *
 stream_throw(Stream *self, PyObject *args)
 {
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "MessageStream already executing");
+        return NULL;
+    }
     if (self->slow != NULL) {
         PyObject *meth = PyObject_GetAttrString(self->slow, "throw");
         if (meth == NULL) {
             return NULL;
         }
+        self->running = 1;
         PyObject *ret = PyObject_Call(meth, args, NULL);
+        self->running = 0;
         Py_DECREF(meth);
         if (ret == NULL) {
             /* pc._refill() ended (returned through StopIteration, or raised): the next
@@ -213,11 +255,17 @@ stream_throw(Stream *self, PyObject *args)
 static PyObject *
 stream_close(Stream *self, PyObject *Py_UNUSED(ignored))
 {
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "MessageStream already executing");
+        return NULL;
+    }
     self->pending = 0;
     if (self->slow != NULL) {
         PyObject *slow = self->slow;
         self->slow = NULL;
+        self->running = 1;
         PyObject *ret = PyObject_CallMethod(slow, "close", NULL);
+        self->running = 0;
         Py_DECREF(slow);
         if (ret == NULL) {
             return NULL;

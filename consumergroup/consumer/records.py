@@ -3,29 +3,29 @@
 This is the consumer's hot path. Batch framing, transaction filtering and offset
 bookkeeping are done once per batch in Python. Message-format v2 records are parsed by
 our C extension (``_crecords.c``), which builds the :class:`ConsumerMessage` objects
-itself; without it (no compiler at install time, or ``CONSUMERGROUP_PURE_PYTHON=1``),
-and for v0/v1, aiokafka's record readers parse them and a list comprehension copies
-their fields into messages.
+itself; without it (no compiler at install time, or ``CONSUMERGROUP_PURE_PYTHON=1``) by
+its pure-Python twin in ``_pyrecords``, which also parses control records and the v0/v1
+formats. Every byte from the network is parsed here, bounds-checked: a truncated or
+corrupt record set raises :class:`~consumergroup.errors.CorruptMessageError`, never
+reads past its buffer. aiokafka provides only the decompression codecs.
 """
 
 from __future__ import annotations
 
 import struct
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, dropwhile, islice
 from types import ModuleType
 from typing import Any, NamedTuple
 
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
-from aiokafka.record.default_records import DefaultRecordBatch
-from aiokafka.record.legacy_records import LegacyRecordBatch
 from aiokafka.record.util import calc_crc32c
 
 from consumergroup.errors import CorruptMessageError
-from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
+from consumergroup.message import ConsumerMessage
 
+from . import _pyrecords
 from ._native import load_extension
 from .gcpolicy import decode_step
 
@@ -51,16 +51,17 @@ _SIZE_OFFSET = struct.Struct(">q")
 # Smallest valid `length` per magic: v0 record = crc 4 + magic 1 + attributes 1 +
 # key length 4 + value length 4; v1 adds an int64 timestamp; v2 batch header = leader
 # epoch 4 + magic 1 + crc 4 + attributes 2 + last offset delta 4 + 2 timestamps 16 +
-# producer id 8 + producer epoch 2 + base sequence 4 + record count 4. The C readers do
-# not bounds-check the header, so shorter input must be rejected before reaching them.
+# producer id 8 + producer epoch 2 + base sequence 4 + record count 4. The headers are
+# read with struct at fixed places, so shorter input is rejected before that.
 _MIN_LENGTH = (14, 22, 49)
 _MIN_ANY_LENGTH = _MIN_LENGTH[0]
 # The v2 batch header (61 bytes), read with struct: constructing aiokafka's batch object
 # per batch only to read these costs more. For the scan: base offset, CRC, attributes,
-# last offset delta, producer id; for decoding: base offset, attributes, first and max
-# timestamp, record count. The CRC covers the bytes from the attributes to the end.
+# last offset delta, producer id; for decoding: base offset, attributes, last offset
+# delta, first and max timestamp, record count. The CRC covers the bytes from the
+# attributes to the end.
 _V2_SCAN = struct.Struct(">q9xIhi16xq")
-_V2_DECODE = struct.Struct(">q13xh4xqq14xi")
+_V2_DECODE = struct.Struct(">q13xhiqq14xi")
 _V2_HEADER_SIZE = 61
 _V2_CRC_START = 21
 _CODEC_MASK = 0x07
@@ -77,23 +78,23 @@ _DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
 # Control record key: int16 version, int16 type (0 = ABORT, 1 = COMMIT).
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_ABORT = 0
-# Shared by records without headers: an empty list per message would be one more
-# GC-tracked object kept alive per record.
-_NO_HEADERS: tuple[()] = ()
 
-#: ``decode_v2(body, pos, index, count, base_offset, timestamp, log_append_time, topic,
-#: partition, start, limit) -> (messages, pos, index)``; see ``_crecords.c``.
+#: ``decode_v2(body, pos, index, count, base_offset, last_delta, timestamp,
+#: log_append_time, topic, partition, start, limit) -> (messages, pos, index)``; see
+#: ``_crecords.c`` (and its twin :func:`._pyrecords.decode_v2`).
 DecodeV2 = Callable[
-    [Any, int, int, int, int, int, bool, str, int, int, int],
+    [Any, int, int, int, int, int, int, bool, str, int, int, int],
     tuple[list[ConsumerMessage], int, int],
 ]
 
 
-#: ``decode_v2_columns(body, pos, index, count, base_offset, timestamp, log_append_time,
-#: start, stop, limit, max_bytes, columns, headers) -> (pos, index, ended)``: the same
-#: records into Arrow-layout buffers (the Spark source's path); see ``_crecords.c``.
+#: ``decode_v2_columns(body, pos, index, count, base_offset, last_delta, timestamp,
+#: log_append_time, start, stop, limit, max_bytes, columns, headers) -> (pos, index,
+#: ended)``: the same records into Arrow-layout buffers (the Spark source's path); see
+#: ``_crecords.c``.
 DecodeV2Columns = Callable[
-    [Any, int, int, int, int, int, bool, int, int, int, int, Any, Any], tuple[int, int, bool]
+    [Any, int, int, int, int, int, int, bool, int, int, int, int, Any, Any],
+    tuple[int, int, bool],
 ]
 
 
@@ -192,8 +193,8 @@ class RecordSet:
     topic: str
     partition: int
     start: int
-    # (batch, magic, byte position): v2 a view of the batch, v0/v1 aiokafka reader batch
-    batches: list[tuple[Any, int, int]]
+    # (batch, magic, byte position): a view of the batch (v0/v1: of the one message)
+    batches: list[tuple[memoryview, int, int]]
     count: int
     next_offset: int
     partial: bool
@@ -224,7 +225,7 @@ def scan_records(
     is malformed; a malformed batch after good ones ends the set instead, so the good
     ones are delivered and the next fetch, which starts at the bad batch, raises.
     """
-    kept: list[tuple[Any, int, int]] = []
+    kept: list[tuple[memoryview, int, int]] = []
     count = 0
     next_offset = fetch_offset
     pos = 0
@@ -248,10 +249,9 @@ def scan_records(
                 raise CorruptMessageError(
                     f"record batch length {length} is too small for magic {magic}"
                 )
-            batch: Any
+            batch = view[pos:batch_end]
             if magic == 2:
                 first, crc, attributes, last_delta, producer_id = _V2_SCAN.unpack_from(view, pos)
-                batch = view[pos:batch_end]
                 if check_crcs and calc_crc32c(batch[_V2_CRC_START:]) != crc:
                     raise CorruptMessageError("record batch CRC mismatch")
                 batch_next = first + last_delta + 1
@@ -265,13 +265,12 @@ def scan_records(
                     )
                     and not attributes & _CONTROL
                 )
-            else:
-                batch = LegacyRecordBatch(view[pos:batch_end], magic)
-                if check_crcs and not batch.validate_crc():
+            else:  # one message (a compressed one holds more, up to its own offset)
+                if check_crcs and not _pyrecords.legacy_crc_ok(batch):
                     raise CorruptMessageError("message CRC mismatch")
-                batch_next = batch.next_offset
-                keep = True
                 first = _SIZE_OFFSET.unpack_from(view, pos)[0]
+                batch_next = first + 1
+                keep = True
         except Exception as exc:
             if next_offset != fetch_offset:
                 break  # deliver what precedes the bad batch; refetching at it raises then
@@ -286,15 +285,14 @@ def scan_records(
 
 
 def decode_batch(
-    topic: str, partition: int, batch: Any, magic: int, start: int, limit: int = 0
+    topic: str, partition: int, batch: memoryview, magic: int, start: int, limit: int = 0
 ) -> Iterator[list[ConsumerMessage]]:
     """The messages of one kept batch from :func:`scan_records`, none below ``start``,
     in lists of at most ``limit`` messages (0: one list for the whole batch)."""
-    decode_v2 = _decode_v2
     steps = (
-        _c_steps(decode_v2, topic, partition, batch, start, limit)
-        if magic == 2 and decode_v2 is not None
-        else _reader_steps(topic, partition, batch, magic, start, limit)
+        _v2_steps(_v2_decoder(), topic, partition, batch, start, limit)
+        if magic == 2
+        else _legacy_steps(topic, partition, batch, magic, start, limit)
     )
     while True:
         # One list per step, with the collector off while it is built and the new
@@ -306,7 +304,7 @@ def decode_batch(
             chunk = decode_step(step)
         except CorruptMessageError:
             raise
-        except Exception as exc:  # the C decoder's, aiokafka's or cramjam's: the payload is bad
+        except Exception as exc:  # the decoder's ValueError or the codec's: the payload is bad
             raise undecodable(topic, partition, exc) from exc
         if chunk:
             yield chunk
@@ -317,11 +315,16 @@ def decode_batch(
 Steps = Iterator[Callable[[], list[ConsumerMessage]]]
 
 
-def _c_steps(
+def _v2_decoder() -> DecodeV2:
+    """The C v2 decoder, or its pure-Python twin without the extension."""
+    return _decode_v2 if _decode_v2 is not None else _pyrecords.decode_v2
+
+
+def _v2_steps(
     decode_v2: DecodeV2, topic: str, partition: int, batch: memoryview, start: int, limit: int
 ) -> Steps:
-    """A v2 batch through the C decoder, resuming at its byte position and record index."""
-    first, body, count, timestamp, log_append_time = v2_body(batch)
+    """A v2 batch through ``decode_v2``, resuming at its byte position and record index."""
+    first, last_delta, body, count, timestamp, log_append_time = v2_body(batch)
     pos = index = 0
 
     def step() -> list[ConsumerMessage]:
@@ -332,6 +335,7 @@ def _c_steps(
             index,
             count,
             first,
+            last_delta,
             timestamp,
             log_append_time,
             topic,
@@ -351,6 +355,8 @@ class V2Body(NamedTuple):
     """What decoding a v2 batch's records needs, read from its header."""
 
     base_offset: int
+    #: The batch header's lastOffsetDelta: every record's offset delta is at most this.
+    last_delta: int
     #: The records' bytes, decompressed.
     records: memoryview | bytes
     record_count: int
@@ -364,7 +370,7 @@ def v2_body(batch: memoryview) -> V2Body:
     """The header fields and the decompressed records of one v2 batch from
     :func:`scan_records`; ValueError (or the codec's error) for an unknown codec or a
     payload that does not decompress."""
-    first, attributes, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
+    first, attributes, last_delta, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
     records = batch[_V2_HEADER_SIZE:]
     body: memoryview | bytes = records
     codec = attributes & _CODEC_MASK
@@ -374,80 +380,35 @@ def v2_body(batch: memoryview) -> V2Body:
             raise ValueError(f"unknown compression codec {codec}")
         body = decompress(records)
     log_append_time = bool(attributes & _LOG_APPEND_TIME)
-    return V2Body(first, body, count, max_ts if log_append_time else first_ts, log_append_time)
+    return V2Body(
+        first, last_delta, body, count, max_ts if log_append_time else first_ts, log_append_time
+    )
 
 
 def undecodable(topic: str, partition: int, exc: Exception) -> CorruptMessageError:
-    """The error for a kept batch whose payload cannot be decoded (``exc``: the C
-    decoder's, aiokafka's or the codec's)."""
+    """The error for a kept batch whose payload cannot be decoded (``exc``: the
+    decoder's or the codec's)."""
     return CorruptMessageError(f"{topic}[{partition}]: cannot decode record batch: {exc!r}")
 
 
-def _reader_steps(
-    topic: str, partition: int, batch: Any, magic: int, start: int, limit: int
+def _legacy_steps(
+    topic: str, partition: int, message: memoryview, magic: int, start: int, limit: int
 ) -> Steps:
-    """A batch through aiokafka's record reader (v0/v1, or v2 without the C decoder)."""
-    build: Callable[[Iterable[Any]], list[ConsumerMessage]]
-    if magic == 2:
-        batch = DefaultRecordBatch(batch)
-        ts_type: int = batch.timestamp_type
-        # aiokafka's C batch may be iterated (iter()) only once; chain() calls iter()
-        # once and can then be sliced again and again.
-        source: Iterator[Any] = (
-            _from_offset(batch, start) if batch.base_offset < start else chain(batch)
-        )
+    """A v0/v1 message (a compressed one holds a few hundred at most): parsed whole by
+    the first step, handed out ``limit`` at a time."""
+    parsed: list[ConsumerMessage] = []
 
-        def build(records: Iterable[Any]) -> list[ConsumerMessage]:
-            # Fields are copied out of aiokafka's record object so that it dies here: a
-            # kept message is then one GC-tracked object (its headers a tuple, which the
-            # collector untracks), not three (message, C record, headers list).
-            return [
-                ConsumerMessage(
-                    topic,
-                    partition,
-                    r.offset,
-                    r.key,
-                    r.value,
-                    tuple(h) if (h := r.headers) else _NO_HEADERS,
-                    r.timestamp,
-                    ts_type,
-                )
-                for r in records
-            ]
+    def first() -> list[ConsumerMessage]:
+        parsed.extend(_pyrecords.decode_legacy(topic, partition, message, magic, start))
+        return parsed[:limit] if limit else parsed
 
-    else:
-        source = _from_offset(batch, start)
+    def chunk(at: int) -> Callable[[], list[ConsumerMessage]]:
+        return lambda: parsed[at : at + limit]
 
-        def build(records: Iterable[Any]) -> list[ConsumerMessage]:
-            # v0 has no timestamps; v1 carries them per record (the reader already
-            # applies a compressed wrapper's log-append time).
-            return [
-                ConsumerMessage(
-                    topic,
-                    partition,
-                    r.offset,
-                    r.key,
-                    r.value,
-                    _NO_HEADERS,
-                    r.timestamp if magic else -1,
-                    r.timestamp_type if magic else NO_TIMESTAMP_TYPE,
-                )
-                for r in records
-            ]
-
-    built = 0
-
-    def step() -> list[ConsumerMessage]:
-        nonlocal built
-        chunk = build(islice(source, limit) if limit else source)
-        built = len(chunk)
-        return chunk
-
-    yield step
-    # A short slice means the batch is exhausted; aiokafka's C batch must not be
-    # advanced past its end (it reads beyond the buffer instead of stopping again).
-    while limit and built == limit:
-        yield step
+    yield first
+    if limit:  # the steps run in turn: ``parsed`` is filled by now
+        for at in range(limit, len(parsed), limit):
+            yield chunk(at)
 
 
 def _corrupt(
@@ -456,7 +417,7 @@ def _corrupt(
     where = f"{topic}[{partition}] at byte {pos} of the record set fetched at {fetch_offset}"
     if isinstance(exc, CorruptMessageError):
         return CorruptMessageError(f"{where}: {exc.context}")
-    # aiokafka's readers raise their own CorruptRecordException, struct.error, ...
+    # struct.error for a header cut short, ...
     return CorruptMessageError(f"{where}: cannot decode record batch: {exc!r}")
 
 
@@ -496,14 +457,6 @@ def decode_records(
     return DecodedChunk(messages, rs.next_offset, rs.partial, rs.bytes_consumed)
 
 
-def _from_offset(records: Iterable[Any], fetch_offset: int) -> Iterator[Any]:
-    """``records`` from ``fetch_offset`` on: a compressed batch may start before it.
-
-    Offsets increase within a batch, so only the leading records need the check.
-    """
-    return dropwhile(lambda record: record.offset < fetch_offset, records)
-
-
 def _skip_transactional(
     batch: memoryview, attributes: int, producer_id: int, txns: AbortedTransactions, last: int
 ) -> bool:
@@ -513,10 +466,13 @@ def _skip_transactional(
     """
     txns.advance(last)
     if attributes & _CONTROL:
-        # A marker batch is rare (one per transaction): aiokafka's reader reads its key.
-        marker = next(iter(DefaultRecordBatch(batch)), None)
-        if marker is not None:
-            key = marker.key
+        # A marker batch is rare (one per transaction): its first record's key says which.
+        first, last_delta, body, count, timestamp, log_append_time = v2_body(batch)
+        markers, _, _ = _v2_decoder()(
+            body, 0, 0, count, first, last_delta, timestamp, log_append_time, "", 0, first, 1
+        )
+        if markers:
+            key = markers[0].key
             if key is None or len(key) < _CONTROL_KEY.size:
                 raise CorruptMessageError(f"control record key {key!r} is too short")
             if _CONTROL_KEY.unpack_from(key)[1] == _CONTROL_ABORT:

@@ -246,6 +246,7 @@ class BatchBuilder:
                     index,
                     body.record_count,
                     body.base_offset,
+                    body.last_delta,
                     body.timestamp,
                     body.log_append_time,
                     start,

@@ -41,6 +41,8 @@ from tests.unit.test_records import (
 
 TOPIC = "orders"
 PARTITION = 3
+#: A batch's lastOffsetDelta that lets every non-negative int32 offset delta through.
+ANY_DELTA = 2**31 - 1
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 
 Fields = tuple[Any, ...]
@@ -332,7 +334,7 @@ CORRUPT_RECORDS = [
     (_record(), "empty record"),
     (_record(b"\x00"), "truncated record header"),
     (_record(b"\x00\x00\x00" + _varint(2**40)), "key length"),
-    (_record(b"\x00\x00\x00" + _varint(-2)), "invalid key length -2"),
+    (_record(b"\x00\x00\x00" + _varint(-2)), "truncated value length"),  # a null key
     (_record(b"\x00\x00\x00" + _varint(1)), "key length 1 overruns the record by 1"),
     (_record(b"\x00\x00\x00\x01" + _varint(2**31)), "value length"),
     (_record(b"\x00\x00\x00\x01\x01" + _varint(2**40)), "invalid header count"),
@@ -349,7 +351,7 @@ CORRUPT_RECORDS = [
 def test_corrupt_record_fields(body: bytes, reason: str) -> None:
     decode_v2 = c_decoder()
     with pytest.raises(ValueError, match=reason):
-        decode_v2(_guard.place(body), 0, 0, 1, 0, 1, False, TOPIC, PARTITION, 0, 0)
+        decode_v2(_guard.place(body), 0, 0, 1, 0, ANY_DELTA, 1, False, TOPIC, PARTITION, 0, 0)
     data = _reframe(_sample_batch(), body, count=1)
     with decoder(True), pytest.raises(CorruptMessageError, match="cannot decode"):
         chunks(data, 0)
@@ -360,7 +362,7 @@ def test_invalid_positions_are_rejected() -> None:
     body = _sample_batch()[61:]
     for pos, index, limit in ((-1, 0, 0), (len(body) + 1, 0, 0), (0, -1, 0), (0, 0, -1)):
         with pytest.raises(ValueError, match="invalid decode position"):
-            decode_v2(body, pos, index, 3, 0, 0, False, TOPIC, PARTITION, 0, limit)
+            decode_v2(body, pos, index, 3, 0, 2, 0, False, TOPIC, PARTITION, 0, limit)
 
 
 #: Random bodies, record counts and start offsets (shared with test_spark_columns).
@@ -381,7 +383,7 @@ def test_random_bytes_never_crash_or_hang(body: bytes, count: int, limit: int, s
 
     def step(pos: int, index: int) -> tuple[int, int]:
         messages, pos, index = decode_v2(
-            view, pos, index, count, 0, 0, False, TOPIC, PARTITION, start, limit
+            view, pos, index, count, 0, ANY_DELTA, 0, False, TOPIC, PARTITION, start, limit
         )
         assert limit == 0 or len(messages) <= limit
         return pos, index
@@ -427,7 +429,7 @@ def test_bind_refuses_another_layout(cls: Any) -> None:
     with pytest.raises(TypeError):
         sys.modules[decode_v2.__module__].bind(cls)
     # A refused class leaves the binding as it was.
-    ((m,), _, _) = decode_v2(b"\x0c\x00\x00\x00\x01\x01\x00", 0, 0, 1, 7, 0, False, "t", 0, 0, 0)
+    ((m,), _, _) = decode_v2(b"\x0c\x00\x00\x00\x01\x01\x00", 0, 0, 1, 7, 0, 0, False, "t", 0, 0, 0)
     assert type(m) is ConsumerMessage and m.offset == 7
 
 
@@ -459,7 +461,7 @@ def test_no_leaks_over_100k_decodes() -> None:
         61:
     ]
     bad = body[:-3]
-    args = (0, 0, 4, 1000, 1_700_000_000_000, False, topic, partition, 1001, 0)
+    args = (0, 0, 4, 1000, 3, 1_700_000_000_000, False, topic, partition, 1001, 0)
     refs = (sys.getrefcount(topic), sys.getrefcount(partition), sys.getrefcount(ConsumerMessage))
 
     def loop(n: int) -> None:

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 from aiokafka.consumer.fetcher import READ_UNCOMMITTED, PartitionRecords
-from aiokafka.record import default_records, legacy_records
-from aiokafka.record import util as record_util
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
@@ -169,29 +167,13 @@ def c_decoder() -> records_module.DecodeV2:
     return _crecords.decode_v2
 
 
-@pytest.fixture(params=["cdecoder", "aiokafka-c", "aiokafka-py"])
+@pytest.fixture(params=["cdecoder", "python"])
 def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run a test on our C decoder (v2; aiokafka's C readers for v0/v1 and control
-    batches), on aiokafka's C readers alone and on aiokafka's pure-Python fallback."""
+    """Run a test on our C v2 decoder and on its pure-Python twin (the path without the
+    extension); v0/v1 messages and control records take the Python parsers on both."""
     monkeypatch.setattr(
         records_module, "_decode_v2", c_decoder() if request.param == "cdecoder" else None
     )
-    if request.param == "aiokafka-py":
-        monkeypatch.setattr(
-            records_module, "DefaultRecordBatch", default_records._DefaultRecordBatchPy
-        )
-        # The Python reader binds aiokafka's fastest varint decoder, the Cython one, which
-        # does not bounds-check: on a batch claiming more records than it holds it reads
-        # past the buffer (an intermittent segfault here). aiokafka without extensions
-        # pairs the Python reader with the Python decoder; so does this fixture.
-        monkeypatch.setattr(
-            default_records._DefaultRecordBatchPy._read_msg,
-            "__defaults__",
-            (record_util.decode_varint_py,),
-        )
-        monkeypatch.setattr(
-            records_module, "LegacyRecordBatch", legacy_records._LegacyRecordBatchPy
-        )
     yield request.param
 
 

@@ -27,6 +27,7 @@ from consumergroup.errors import CorruptMessageError  # noqa: E402
 from consumergroup.integrations._spark_arrow import BatchBuilder, arrow_schema  # noqa: E402
 from consumergroup.message import RecordHeader  # noqa: E402
 from tests.unit.test_crecords import (  # noqa: E402
+    ANY_DELTA,
     CODECS,
     CORRUPT_RECORDS,
     RANDOM_INPUT,
@@ -235,6 +236,7 @@ def decode_body(body: Any, count: int, include_headers: bool = True, **kw: Any) 
         args["index"],
         count,
         0,
+        ANY_DELTA,
         1,
         False,
         args["start"],
@@ -308,7 +310,20 @@ def test_random_bytes_never_crash_or_hang(
 
     def step(pos: int, index: int) -> tuple[int, int]:
         pos, index, ended = decode(
-            view, pos, index, count, 0, 0, False, start, 2**62, limit, 1 << 20, columns, headers
+            view,
+            pos,
+            index,
+            count,
+            0,
+            ANY_DELTA,
+            0,
+            False,
+            start,
+            2**62,
+            limit,
+            1 << 20,
+            columns,
+            headers,
         )
         assert not ended
         return pos, index
@@ -320,11 +335,13 @@ def test_stop_ends_before_the_first_record_at_or_after_it() -> None:
     body = _sample_batch()[61:]
     columns, headers = fresh(True)
     decode = c_columns()
-    pos, index, ended = decode(body, 0, 0, 3, 10, 0, False, 0, 12, 100, 1 << 20, columns, headers)
+    pos, index, ended = decode(
+        body, 0, 0, 3, 10, 2, 0, False, 0, 12, 100, 1 << 20, columns, headers
+    )
     assert (index, ended) == (2, True)
     assert bytes(columns[6]) == (10).to_bytes(8, "little") + (11).to_bytes(8, "little")
     # Resuming there with a later stop reads the third record and the batch's end.
-    assert decode(body, pos, index, 3, 10, 0, False, 0, 99, 100, 1 << 20, columns, headers) == (
+    assert decode(body, pos, index, 3, 10, 2, 0, False, 0, 99, 100, 1 << 20, columns, headers) == (
         len(body),
         3,
         False,
@@ -336,23 +353,23 @@ def test_bad_buffers_are_refused() -> None:
     body = _sample_batch()[61:]
     columns, headers = fresh(True)
     with pytest.raises(TypeError, match="tuple of 9 bytearrays"):
-        decode(body, 0, 0, 3, 0, 0, False, 0, 99, 10, 99, columns[:8], headers)
+        decode(body, 0, 0, 3, 0, 2, 0, False, 0, 99, 10, 99, columns[:8], headers)
     with pytest.raises(TypeError, match="tuple of 6 bytearrays"):
-        decode(body, 0, 0, 3, 0, 0, False, 0, 99, 10, 99, columns, (*headers[:5], b""))
+        decode(body, 0, 0, 3, 0, 2, 0, False, 0, 99, 10, 99, columns, (*headers[:5], b""))
     with pytest.raises(ValueError, match="the same bytearray twice"):
-        decode(body, 0, 0, 3, 0, 0, False, 0, 99, 10, 99, (*columns[:8], columns[0]), None)
+        decode(body, 0, 0, 3, 0, 2, 0, False, 0, 99, 10, 99, (*columns[:8], columns[0]), None)
     for bad in (1, 2, 6, 7):
         broken = list(fresh(False)[0])
         broken[bad] += b"\x01"
         with pytest.raises(ValueError, match="inconsistent column buffers"):
-            decode(body, 0, 0, 3, 0, 0, False, 0, 99, 10, 99, tuple(broken), None)
+            decode(body, 0, 0, 3, 0, 2, 0, False, 0, 99, 10, 99, tuple(broken), None)
     for pos, limit, max_bytes in ((-1, 10, 99), (len(body) + 1, 10, 99), (0, 0, 99), (0, 10, 0)):
         with pytest.raises(ValueError, match="invalid decode position"):
-            decode(body, pos, 0, 3, 0, 0, False, 0, 99, limit, max_bytes, columns, headers)
+            decode(body, pos, 0, 3, 0, 2, 0, False, 0, 99, limit, max_bytes, columns, headers)
     # A buffer Arrow still uses (exported) cannot be resized under it.
     view = memoryview(columns[1])
     with pytest.raises(BufferError):
-        decode(body, 0, 0, 3, 0, 0, False, 0, 99, 10, 99, columns, headers)
+        decode(body, 0, 0, 3, 0, 2, 0, False, 0, 99, 10, 99, columns, headers)
     view.release()
 
 
