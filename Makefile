@@ -20,7 +20,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo broker test chaos lint typecheck bench clean
+.PHONY: demo broker test test-c-sanitized chaos lint typecheck bench clean
 
 # The demo's venv gets no pip of its own (bootstrapping one costs about as much CPU as the
 # demo's install): $(PYTHON)'s pip installs into it (`pip --python`, pip >= 22.3), else
@@ -53,12 +53,18 @@ broker: $(DEMO)
 ## Kafka's jars with mvn into .cache/ (the suite does it, once, under a lock; Java 17+).
 ## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
 ## its JVM stay out of the other tests.
-test: $(STAMP)
+test: $(STAMP) test-c-sanitized
 	$(BIN)/ruff check consumergroup tests examples bench
 	$(BIN)/mypy --strict consumergroup
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \
 		--durations=20
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
+
+## make test-c-sanitized (part of make test): the C extensions built once more, with
+## AddressSanitizer and UndefinedBehaviorSanitizer, under .cache/sanitized, and their tests
+## run on that build (a use-after-free is caught only there).
+test-c-sanitized: $(STAMP)
+	PYTHON=$(BIN)/python tests/c_sanitized.sh
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
 ## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`;
