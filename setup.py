@@ -1,7 +1,7 @@
 """Build script for the optional C extensions; everything else is in pyproject.toml.
 
 ``optional=True``: without a C compiler or Python headers the build skips them:
-``consumergroup.consumer.records`` falls back to aiokafka's record readers and
+``consumergroup.consumer.records`` falls back to its pure-Python parsers and
 ``PartitionConsumer.messages()`` to an async generator.
 """
 
