@@ -16,11 +16,11 @@ import struct
 import zlib
 from collections.abc import Callable
 
-from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode
+from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
 
-__all__ = ["LEGACY_HEADER", "decode_legacy", "decode_v2", "legacy_crc_ok"]
+__all__ = ["DECOMPRESS", "decode_legacy", "decode_v2", "legacy_crc_ok"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT64_MASK = 2**64 - 1
@@ -164,24 +164,27 @@ def _headers(
 # ---- message formats v0 and v1 (one message per "batch"; a compressed one wraps a set)
 
 #: offset, length, crc, magic, attributes (v1: then an int64 timestamp).
-LEGACY_HEADER = struct.Struct(">qiIbb")
+_LEGACY_HEADER = struct.Struct(">qiIbb")
 _TIMESTAMP = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD = 12
 _CRC_START = 16  # the CRC covers the bytes from the magic byte on
 _CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
-# Legacy codecs: gzip, snappy, lz4 (v1 only: v0's LZ4 framing was broken, KAFKA-3160).
-_LEGACY_DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
+#: Decompression by codec (gzip reads the buffer, the others want bytes). v0/v1 know
+#: gzip, snappy and lz4 (v1 only: v0's LZ4 framing differs), v2 zstd as well.
+DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
     1: gzip_decode,
     2: lambda data: snappy_decode(data.tobytes()),
     3: lambda data: lz4_decode(data.tobytes()),
+    4: lambda data: zstd_decode(data.tobytes()),
 }
+_LEGACY_CODECS = ((1, 2), (1, 2, 3))  # per magic
 
 
 def legacy_crc_ok(message: memoryview) -> bool:
     """Whether the CRC32 of one v0/v1 message (its bytes from the magic on) matches."""
-    crc: int = LEGACY_HEADER.unpack_from(message)[2]
+    crc: int = _LEGACY_HEADER.unpack_from(message)[2]
     return zlib.crc32(message[_CRC_START:]) == crc
 
 
@@ -193,15 +196,15 @@ class _Message:
     def __init__(self, data: memoryview, magic: int) -> None:
         """Parse the message that is all of ``data`` (ValueError if it is not one)."""
         end = len(data)
-        size = LEGACY_HEADER.size + (8 if magic else 0) + 8  # + key and value lengths
+        size = _LEGACY_HEADER.size + (8 if magic else 0) + 8  # + key and value lengths
         if end < size:
             raise ValueError(f"message of {end} bytes is shorter than its {size}-byte header")
-        offset, length, _, found, attributes = LEGACY_HEADER.unpack_from(data)
+        offset, length, _, found, attributes = _LEGACY_HEADER.unpack_from(data)
         if length != end - _LOG_OVERHEAD:
             raise ValueError(f"message length {length} does not match its {end} bytes")
         if found != magic:
             raise ValueError(f"message magic {found} inside a magic {magic} message set")
-        pos = LEGACY_HEADER.size
+        pos = _LEGACY_HEADER.size
         self.timestamp = -1
         if magic:
             self.timestamp = _TIMESTAMP.unpack_from(data, pos)[0]
@@ -251,12 +254,11 @@ def decode_legacy(
                 ts_type,
             )
         ]
-    decompress = _LEGACY_DECOMPRESS.get(codec)
-    if decompress is None or (codec == 3 and magic == 0):
+    if codec not in _LEGACY_CODECS[magic]:
         raise ValueError(f"unknown compression codec {codec} for message format v{magic}")
     if outer.value is None:
         raise ValueError("a compressed message with a null value")
-    inner = memoryview(decompress(outer.value))
+    inner = memoryview(DECOMPRESS[codec](outer.value))
     parsed: list[_Message] = []
     pos, end = 0, len(inner)
     while pos < end:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.util import calc_crc32c
 
 from consumergroup.errors import CorruptMessageError
@@ -68,13 +67,6 @@ _CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
-# Decompression as aiokafka's readers do it (gzip reads the buffer, the others want bytes).
-_DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
-    1: gzip_decode,
-    2: lambda data: snappy_decode(data.tobytes()),
-    3: lambda data: lz4_decode(data.tobytes()),
-    4: lambda data: zstd_decode(data.tobytes()),
-}
 # Control record key: int16 version, int16 type (0 = ABORT, 1 = COMMIT).
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_ABORT = 0
@@ -375,7 +367,7 @@ def v2_body(batch: memoryview) -> V2Body:
     body: memoryview | bytes = records
     codec = attributes & _CODEC_MASK
     if codec:
-        decompress = _DECOMPRESS.get(codec)
+        decompress = _pyrecords.DECOMPRESS.get(codec)
         if decompress is None:
             raise ValueError(f"unknown compression codec {codec}")
         body = decompress(records)
