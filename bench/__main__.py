@@ -25,7 +25,7 @@ from .harness import COOPERATIVE_PEERS, PEERS, log
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("throughput", "rebalance", "scaling", "spark")
+SECTIONS = ("throughput", "rebalance", "scaling", "spark", "spark_kafka")
 #: Eager vs cooperative for us and for librdkafka, and aiokafka (eager only).
 REBALANCE_PEERS = (
     "cg_messages",
@@ -240,6 +240,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             from . import spark_source  # imports pyspark: only when the section runs
 
             results["spark"] = await spark_source.run(bootstrap, args.quick)
+        if "spark_kafka" in args.only:
+            from . import spark_kafka  # its own Apache Kafka: Spark's source needs ListOffsets
+
+            rows, reps = (200_000, 1) if args.quick else (2_000_000, 3)
+            results["spark_kafka"] = await spark_kafka.run(
+                None, rows, ["local", "standalone"], reps
+            )
     results["targets"] = targets(results)
     return results
 
@@ -256,6 +263,10 @@ def main(argv: list[str] | None = None) -> None:
         from . import spark_source
 
         text += "\n" + spark_source.markdown(results["spark"])
+    if "spark_kafka" in results:
+        from . import spark_kafka
+
+        text += "\n" + spark_kafka.markdown(results["spark_kafka"])
     (RESULTS / "latest.md").write_text(text)
     print(text)
     log(f"wrote {RESULTS / (stamp + '.json')} and {RESULTS / 'latest.md'}")

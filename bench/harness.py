@@ -122,8 +122,11 @@ async def load(
     key_size: int,
     compression: str,
     batch_bytes: int,
+    pool: Sequence[bytes] = (),
 ) -> Loaded:
     """Write ``n`` records (random ``size``-byte values, ``key_size``-byte keys) round robin.
+
+    ``pool``: the values to cycle through instead of random ones (``size`` is then unused).
 
     Uses aiokafka's producer with whole batches (``create_batch``/``send_batch``):
     records are appended straight into ~``batch_bytes`` v2 batches and many batches
@@ -132,7 +135,7 @@ async def load(
     from aiokafka import AIOKafkaProducer
 
     rng = random.Random(42)
-    pool = [rng.randbytes(size) for _ in range(4096)]
+    pool = list(pool) or [rng.randbytes(size) for _ in range(4096)]
     counts = [n // partitions + (1 if p < n % partitions else 0) for p in range(partitions)]
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -162,7 +165,8 @@ async def load(
                 while i < counts[p]:
                     global_i = i * partitions + p
                     key = global_i.to_bytes(8, "big")[-key_size:] if key_size else None
-                    if batch.append(timestamp=ts, key=key, value=pool[global_i & 4095]) is None:
+                    value = pool[global_i % len(pool)]
+                    if batch.append(timestamp=ts, key=key, value=value) is None:
                         break
                     i += 1
                 remaining -= i - next_index[p]

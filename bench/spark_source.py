@@ -30,7 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -65,6 +70,34 @@ class MemorySource(DataSource):
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """Offsets are row positions per file."""
         return MemoryReader(self.options["path"], int(self.options["maxOffsetsPerTrigger"]))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        """A batch read: every file, one task each."""
+        return MemoryBatchReader(self.options["path"])
+
+
+def _arrow_slice(
+    path: str, partition: int, first: int, last: int | None
+) -> Iterator[pa.RecordBatch]:
+    """Rows [first, last) of ``p<partition>.arrow``, in the batch size our reader uses."""
+    table = pa.ipc.open_file(pa.memory_map(f"{path}/p{partition}.arrow")).read_all()
+    rows = table.slice(first, None if last is None else last - first)
+    yield from rows.to_batches(max_chunksize=ARROW_BATCH_ROWS)
+
+
+class MemoryBatchReader(DataSourceReader):
+    """Serves whole memory-mapped Arrow files in ``ARROW_BATCH_ROWS`` batches."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def partitions(self) -> list[InputPartition]:
+        """One task per file."""
+        return [InputPartition(p) for p in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The file."""
+        return _arrow_slice(self.path, partition.value, 0, None)
 
 
 class MemoryReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -103,8 +136,7 @@ class MemoryReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The slice, in the batch size our reader uses."""
         p, first, last = partition.value
-        table = pa.ipc.open_file(pa.memory_map(f"{self.path}/p{p}.arrow")).read_all()
-        yield from table.slice(first, last - first).to_batches(max_chunksize=ARROW_BATCH_ROWS)
+        return _arrow_slice(self.path, p, first, last)
 
 
 def read_alone(bootstrap: str, topic: str, rows: int, out: Path) -> dict[str, Any]:

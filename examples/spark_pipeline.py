@@ -1,6 +1,7 @@
 """A Spark pipeline on ``format("consumergroup")``: click events to per-minute page counts.
 
     python examples/spark_pipeline.py [BOOTSTRAP] [--topic T] [--out DIR] [--events N]
+    spark-submit --master spark://HOST:7077 examples/spark_pipeline.py BOOTSTRAP ...
 
 Reads JSON click events (``{"user": "u7", "page": "/docs", "ts": "2026-01-01T10:00:05Z"}``)
 from Kafka with Spark Structured Streaming, parses them, counts clicks per page and
@@ -61,17 +62,21 @@ async def fill(bootstrap: str, topic: str, events: int) -> None:
 
 
 def session() -> SparkSession:
-    """A local Spark bound to loopback, its Python workers on this interpreter."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    """Run with ``python``: a local Spark bound to loopback, its Python workers on this
+    interpreter. Run with ``spark-submit``: its ``--master`` and ``--conf`` decide."""
+    builder = SparkSession.builder.appName("consumergroup-spark-pipeline")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set by spark-submit for its Python app
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = (
+            builder.master("local[2]")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+        )
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("consumergroup-spark-pipeline")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        builder.config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
