@@ -1,4 +1,4 @@
-"""Real peers in our groups: Go's sarama and the Java ``KafkaConsumer`` share a group with ours.
+"""Real peers in our groups: Go's sarama and franz-go, Java's ``KafkaConsumer``, with ours.
 
 Needs a real cluster: the Java consumer cannot join a group on the embedded Tansu broker,
 and the point is the real group coordinator running the peers' and our assignors side by
@@ -182,6 +182,8 @@ def peer_kind(request: pytest.FixtureRequest) -> str:
     [
         ("sarama", "range"),
         ("sarama", "cooperative-sticky"),
+        ("franz", "range"),
+        ("franz", "cooperative-sticky"),
         ("java", "range"),
         ("java", "cooperative-sticky"),
         ("java", "consumer"),  # KIP-848: the broker assigns; no member leads
@@ -265,7 +267,7 @@ async def test_a_peer_joins_and_leaves_our_group_in_both_directions_of_leadershi
                 await asyncio.wait_for(run, 10)
 
 
-@pytest.mark.parametrize("peer_kind", ["sarama", "java"], indirect=True)
+@pytest.mark.parametrize("peer_kind", ["sarama", "franz", "java"], indirect=True)
 async def test_a_peer_in_throughput_mode_reads_to_expect_and_reports_its_rate(
     kafka_cluster: KafkaCluster, peer_kind: str
 ) -> None:

@@ -1,16 +1,20 @@
-"""Real peers for our groups: Go's sarama and the Java ``KafkaConsumer``, built once.
+"""Real peers for our groups: Go's sarama and franz-go, Java's ``KafkaConsumer``, built once.
 
-``command("sarama")`` / ``command("java")`` build the peer (once, into the repo-local
-``.cache/peers/``; a file lock serialises parallel test workers, a stamp of the sources
-decides when to rebuild) and return the command line that runs it. The tests and the
-benchmarks run the same programs:
+``command("sarama")`` / ``command("franz")`` / ``command("java")`` build the peer (once,
+into the repo-local ``.cache/peers/``; a file lock serialises parallel test workers, a stamp
+of the sources decides when to rebuild) and return the command line that runs it. The tests
+and the benchmarks run the same programs:
 
 * ``sarama/main.go`` — ``github.com/IBM/sarama`` (version in ``sarama/go.mod``), built with
   ``go build`` from the Go module proxy into ``.cache/go``;
+* ``franz/main.go`` — ``github.com/twmb/franz-go`` (version in ``franz/go.mod``): a
+  ``PollFetches`` loop marking each partition's last record (``MarkCommitRecords``,
+  auto-commit of marks), built like sarama; both Go peers share ``peerio/`` (the clock,
+  rusage, the JSON-lines output);
 * ``java/`` — ``org.apache.kafka:kafka-clients`` (version in ``java/pom.xml``), built with
   ``mvn package`` from Maven Central into ``.cache/m2``.
 
-Both take the same options (``--bootstrap --topic --group --mode stream|throughput --expect N
+All take the same options (``--bootstrap --topic --group --mode stream|throughput --expect N
 --session-timeout S --heartbeat S --rebalance-timeout S --assignor range|roundrobin|sticky|
 cooperative-sticky --instance-id ID --client-id ID --commit-interval S --records``; the Java
 one also ``--protocol classic|consumer --remote-assignor NAME --isolation LEVEL``) and report
@@ -41,7 +45,14 @@ BUILD = CACHE / "peers"
 BUILD_TIMEOUT = 900.0
 
 #: kind -> (source directory, the tool the build needs)
-SOURCES = {"sarama": (HERE / "sarama", "go"), "java": (HERE / "java", "mvn")}
+SOURCES = {
+    "sarama": (HERE / "sarama", "go"),
+    "franz": (HERE / "franz", "go"),
+    "java": (HERE / "java", "mvn"),
+}
+
+#: The Go peers' shared package (a local module each go.mod replaces).
+GO_SHARED = HERE / "peerio"
 
 
 class PeerUnavailable(RuntimeError):
@@ -82,7 +93,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
         )
 
 
-def _build_sarama(source: Path, out: Path) -> None:
+def _build_go(source: Path, out: Path, binary: str) -> None:
     env = {
         **os.environ,
         "GOPATH": str(CACHE / "go"),
@@ -91,7 +102,7 @@ def _build_sarama(source: Path, out: Path) -> None:
         "GOFLAGS": "-modcacherw",
         "GOTOOLCHAIN": "local",  # never download a Go toolchain
     }
-    _run(["go", "build", "-o", str(out / "sarama-peer"), "."], source, env, "the sarama peer")
+    _run(["go", "build", "-o", str(out / binary), "."], source, env, f"the {binary}")
 
 
 def _build_java(source: Path, out: Path) -> None:
@@ -107,9 +118,10 @@ def _build_java(source: Path, out: Path) -> None:
 
 
 def build(kind: str) -> Path:
-    """Build peer ``kind`` (``"sarama"`` or ``"java"``) unless its build is current; its dir.
+    """Build peer ``kind`` (``"sarama"``, ``"franz"`` or ``"java"``) unless its build is
+    current; its dir.
 
-    Raises :class:`PeerUnavailable` when the toolchain is missing (``go`` for sarama,
+    Raises :class:`PeerUnavailable` when the toolchain is missing (``go`` for the Go peers,
     ``mvn`` and ``java`` for the Java peer), ``RuntimeError`` when the build fails.
     """
     if kind not in SOURCES:
@@ -122,13 +134,16 @@ def build(kind: str) -> Path:
                 f"({'Go 1.26+' if needed == 'go' else 'Maven 3.8+ and Java 17+'})"
             )
     out = BUILD / kind
-    stamp = _stamp(source)
+    stamp = _stamp(source) + (_stamp(GO_SHARED) if tool == "go" else "")
     with _locked(kind):
         stamp_file = out / ".stamp"
         if stamp_file.exists() and stamp_file.read_text() == stamp:
             return out
         out.mkdir(parents=True, exist_ok=True)
-        (_build_sarama if kind == "sarama" else _build_java)(source, out)
+        if kind == "java":
+            _build_java(source, out)
+        else:
+            _build_go(source, out, f"{kind}-peer")
         stamp_file.write_text(stamp)
     return out
 
@@ -136,8 +151,8 @@ def build(kind: str) -> Path:
 def command(kind: str) -> list[str]:
     """The command line that runs peer ``kind`` (built first when needed)."""
     out = build(kind)
-    if kind == "sarama":
-        return [str(out / "sarama-peer")]
+    if kind != "java":
+        return [str(out / f"{kind}-peer")]
     jars = [str(out / "java-peer-1.jar"), str(out / "lib" / "*")]
     return [
         "java",

@@ -2,12 +2,12 @@ module consumergroup/tests/peers/sarama
 
 go 1.26.0
 
-require (
-	github.com/IBM/sarama v1.61.1
-	golang.org/x/sys v0.48.0
-)
+require github.com/IBM/sarama v1.61.1
+
+require golang.org/x/sys v0.48.0 // indirect
 
 require (
+	consumergroup/tests/peers/peerio v0.0.0
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/eapache/go-resiliency v1.7.0 // indirect
 	github.com/hashicorp/go-uuid v1.0.3 // indirect
@@ -22,3 +22,5 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 )
+
+replace consumergroup/tests/peers/peerio => ../peerio

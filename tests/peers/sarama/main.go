@@ -11,7 +11,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -23,90 +22,12 @@ import (
 	"syscall"
 	"time"
 
+	"consumergroup/tests/peers/peerio"
 	"github.com/IBM/sarama"
-	"golang.org/x/sys/unix"
 )
 
-const flushInterval = 100 * time.Millisecond
-
-// now is CLOCK_MONOTONIC in seconds: the clock of Python's time.monotonic() and Java's
-// System.nanoTime() on Linux, so a harness compares it with its own.
-func now() float64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		log.Fatalf("clock_gettime: %v", err)
-	}
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
-}
-
-// usage is the peak RSS (KiB) and CPU seconds of this process so far.
-func usage() map[string]any {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		log.Fatalf("getrusage: %v", err)
-	}
-	return map[string]any{
-		"maxrss_kb": ru.Maxrss,
-		"cpu_user":  float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6,
-		"cpu_sys":   float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6,
-	}
-}
-
-func cpuNow() float64 {
-	u := usage()
-	return u["cpu_user"].(float64) + u["cpu_sys"].(float64)
-}
-
-// out serialises every JSON line; consumed and records items are buffered and flushed
-// every flushInterval and before any other event, so lines keep the order things happened.
-type out struct {
-	mu       sync.Mutex
-	w        *bufio.Writer
-	consumed [][]any
-	records  [][2]int64
-}
-
-func (o *out) line(obj map[string]any) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		log.Fatalf("json: %v", err)
-	}
-	o.w.Write(b)
-	o.w.WriteByte('\n')
-}
-
-func (o *out) flushLocked() {
-	if len(o.consumed) > 0 {
-		o.line(map[string]any{"ev": "consumed", "items": o.consumed})
-		o.consumed = nil
-	}
-	if len(o.records) > 0 {
-		o.line(map[string]any{"ev": "records", "items": o.records})
-		o.records = nil
-	}
-	o.w.Flush()
-}
-
-func (o *out) flush() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.flushLocked()
-}
-
-func (o *out) event(ev string, fields map[string]any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.flushLocked()
-	obj := map[string]any{"ev": ev, "t": now()}
-	for k, v := range fields {
-		obj[k] = v
-	}
-	o.line(obj)
-	o.w.Flush()
-}
-
 type handler struct {
-	o           *out
+	o           *peerio.Out
 	records     bool
 	throughput  bool
 	expect      int64
@@ -136,7 +57,7 @@ func claimed(sess sarama.ConsumerGroupSession) []int32 {
 // starts and ends (the increments).
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 	if !h.cooperative {
-		h.o.event("assigned", map[string]any{
+		h.o.Event("assigned", map[string]any{
 			"parts": claimed(sess), "generation": sess.GenerationID(), "member_id": sess.MemberID(),
 		})
 	}
@@ -145,7 +66,7 @@ func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 
 func (h *handler) Cleanup(sess sarama.ConsumerGroupSession) error {
 	if !h.cooperative {
-		h.o.event("revoked", map[string]any{"parts": claimed(sess), "generation": sess.GenerationID()})
+		h.o.Event("revoked", map[string]any{"parts": claimed(sess), "generation": sess.GenerationID()})
 	}
 	return nil
 }
@@ -153,10 +74,10 @@ func (h *handler) Cleanup(sess sarama.ConsumerGroupSession) error {
 func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	p := claim.Partition()
 	if h.cooperative {
-		h.o.event("assigned", map[string]any{
+		h.o.Event("assigned", map[string]any{
 			"parts": []int32{p}, "generation": sess.GenerationID(), "member_id": sess.MemberID(),
 		})
-		defer h.o.event("revoked", map[string]any{"parts": []int32{p}, "generation": sess.GenerationID()})
+		defer h.o.Event("revoked", map[string]any{"parts": []int32{p}, "generation": sess.GenerationID()})
 	}
 	for {
 		select {
@@ -173,13 +94,13 @@ func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 }
 
 func (h *handler) add(p int32, offset int64) {
-	t := now()
+	t := peerio.Now()
 	if h.throughput {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.count++
 		if h.count == 1 {
-			h.tFirst, h.nFirst, h.cpuFirst = t, 1, cpuNow()
+			h.tFirst, h.nFirst, h.cpuFirst = t, 1, peerio.CPUNow()
 		}
 		if h.count >= h.expect && !h.reported {
 			h.reported = true
@@ -188,27 +109,24 @@ func (h *handler) add(p int32, offset int64) {
 				"count": h.count, "n_first": h.nFirst, "cpu_first": h.cpuFirst,
 				"t_first": h.tFirst, "t_last": h.tLast,
 			}
-			for k, v := range usage() {
-				res[k] = v
-			}
 			if h.tLast > h.tFirst {
 				res["msgs_per_s"] = float64(h.count-h.nFirst) / (h.tLast - h.tFirst)
 			}
-			h.o.event("result", res)
+			h.o.Result(res)
 			h.done()
 		}
 		return
 	}
-	h.o.mu.Lock()
-	defer h.o.mu.Unlock()
-	if n := len(h.o.consumed); n > 0 && h.o.consumed[n-1][0] == p {
-		last := h.o.consumed[n-1] // consecutive messages of one partition: one item
+	h.o.Mu.Lock()
+	defer h.o.Mu.Unlock()
+	if n := len(h.o.Consumed); n > 0 && h.o.Consumed[n-1][0] == p {
+		last := h.o.Consumed[n-1] // consecutive messages of one partition: one item
 		last[1], last[2], last[3] = t, last[2].(int)+1, offset
 	} else {
-		h.o.consumed = append(h.o.consumed, []any{p, t, 1, offset})
+		h.o.Consumed = append(h.o.Consumed, []any{p, t, 1, offset})
 	}
 	if h.records {
-		h.o.records = append(h.o.records, [2]int64{int64(p), offset})
+		h.o.Records = append(h.o.Records, [2]int64{int64(p), offset})
 	}
 	h.mu.Lock()
 	h.count++
@@ -242,8 +160,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sarama-peer: -mode must be stream or throughput, not %q\n", *mode)
 		os.Exit(2)
 	}
-	o := &out{w: bufio.NewWriterSize(os.Stdout, 1<<16)}
-	o.event("hello", nil)
+	o := peerio.NewOut()
+	o.Event("hello", nil)
 
 	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	cfg := sarama.NewConfig()
@@ -292,15 +210,11 @@ func main() {
 			fmt.Fprintf(os.Stderr, "sarama-peer: %v\n", err)
 		}
 	}()
-	go func() {
-		for range time.Tick(flushInterval) {
-			o.flush()
-		}
-	}()
+	go o.FlushEvery()
 
 	h := &handler{o: o, records: *records, throughput: *mode == "throughput", expect: *expect,
 		cooperative: cooperative, done: stop}
-	o.event("start", nil)
+	o.Event("start", nil)
 	for ctx.Err() == nil {
 		// Eager: one Consume per generation. Cooperative: one across rebalances.
 		if err := cg.Consume(ctx, []string{*topic}, h); err != nil {
@@ -312,13 +226,10 @@ func main() {
 		h.mu.Lock()
 		res := map[string]any{"count": h.count, "t_first": h.tFirst, "t_last": h.tLast}
 		h.mu.Unlock()
-		for k, v := range usage() {
-			res[k] = v
-		}
-		o.event("result", res)
+		o.Result(res)
 	}
 	if err := cg.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "sarama-peer: close: %v\n", err)
 	}
-	o.event("closed", nil)
+	o.Event("closed", nil)
 }

@@ -1,0 +1,16 @@
+module consumergroup/tests/peers/franz
+
+go 1.26.0
+
+require github.com/twmb/franz-go v1.22.3
+
+require golang.org/x/sys v0.48.0 // indirect
+
+require (
+	consumergroup/tests/peers/peerio v0.0.0
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+)
+
+replace consumergroup/tests/peers/peerio => ../peerio

@@ -1,0 +1,196 @@
+// Command franz-peer is a consumer-group member built on github.com/twmb/franz-go, run by
+// the test suite and the benchmarks next to consumergroup members (see
+// tests/peers/__init__.py).
+//
+// It reads one topic as a member of a group with the loop franz-go's documentation shows:
+// PollFetches, then MarkCommitRecords of each partition's last record, committed by the
+// client's auto-commit of marked offsets. It reports on stdout in JSON lines, the protocol
+// of bench/peers/_common.py: hello, start, assigned/revoked/lost, consumed (stream mode),
+// records (with -records: every message's partition and offset), result, closed. A line on
+// stdin, stdin closing, SIGTERM or SIGINT stops it cleanly: marked offsets are committed,
+// the member leaves the group.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"consumergroup/tests/peers/peerio"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func parts(m map[string][]int32) []int32 {
+	ps := []int32{} // never null in the JSON
+	for _, p := range m {
+		ps = append(ps, p...)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}
+
+func generation(cl *kgo.Client) int32 {
+	_, g := cl.GroupMetadata()
+	return g
+}
+
+func main() {
+	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
+	topic := flag.String("topic", "", "the topic to read (required)")
+	group := flag.String("group", "", "the consumer group id (required)")
+	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
+	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
+	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
+	heartbeat := flag.Float64("heartbeat", 1, "seconds")
+	rebalanceTimeout := flag.Float64("rebalance-timeout", 30, "seconds")
+	assignor := flag.String("assignor", "range", "range, roundrobin, sticky or cooperative-sticky")
+	instanceID := flag.String("instance-id", "", "group.instance.id (static membership)")
+	clientID := flag.String("client-id", "franz-peer", "client id")
+	records := flag.Bool("records", false, "stream mode: also report each message's partition and offset")
+	commitInterval := flag.Float64("commit-interval", 0.2, "auto-commit interval, seconds")
+	flag.Parse()
+	if *bootstrap == "" || *topic == "" || *group == "" {
+		fmt.Fprintln(os.Stderr, "franz-peer: -bootstrap, -topic and -group are required")
+		os.Exit(2)
+	}
+	if *mode != "stream" && *mode != "throughput" {
+		fmt.Fprintf(os.Stderr, "franz-peer: -mode must be stream or throughput, not %q\n", *mode)
+		os.Exit(2)
+	}
+	var balancer kgo.GroupBalancer
+	switch *assignor {
+	case "range":
+		balancer = kgo.RangeBalancer()
+	case "roundrobin":
+		balancer = kgo.RoundRobinBalancer()
+	case "sticky":
+		balancer = kgo.StickyBalancer()
+	case "cooperative-sticky":
+		balancer = kgo.CooperativeStickyBalancer()
+	default:
+		fmt.Fprintf(os.Stderr, "franz-peer: unknown -assignor %q (range, roundrobin, sticky, cooperative-sticky)\n", *assignor)
+		os.Exit(2)
+	}
+	o := peerio.NewOut()
+	o.Event("hello", nil)
+
+	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...),
+		kgo.ClientID(*clientID),
+		kgo.ConsumerGroup(*group),
+		kgo.ConsumeTopics(*topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(seconds(*sessionTimeout)),
+		kgo.HeartbeatInterval(seconds(*heartbeat)),
+		kgo.RebalanceTimeout(seconds(*rebalanceTimeout)),
+		kgo.Balancers(balancer),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(seconds(*commitInterval)),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			o.Event("assigned", map[string]any{"parts": parts(m), "generation": generation(cl)})
+		}),
+		// Our own revoke callback replaces franz-go's default one, which commits: keep that.
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			if err := cl.CommitMarkedOffsets(ctx); err != nil {
+				fmt.Fprintf(os.Stderr, "franz-peer: commit on revoke: %v\n", err)
+			}
+			o.Event("revoked", map[string]any{"parts": parts(m), "generation": generation(cl)})
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			o.Event("lost", map[string]any{"parts": parts(m), "generation": generation(cl)})
+		}),
+	}
+	if *instanceID != "" {
+		opts = append(opts, kgo.InstanceID(*instanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		log.Fatalf("franz-peer: %v", err)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-signals; stop() }()
+	go func() { // a line on stdin, or stdin closing (the harness went away), stops the peer
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		stop()
+	}()
+	throughput := *mode == "throughput"
+	if !throughput {
+		go o.FlushEvery()
+	}
+
+	var count, nFirst int64
+	var tFirst, tLast, cpuFirst float64
+	o.Event("start", nil)
+	for ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		if fetches.IsClientClosed() {
+			break
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "franz-peer: fetch %s[%d]: %v\n", t, p, err)
+			}
+		})
+		t := peerio.Now()
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			n := len(fp.Records)
+			if n == 0 {
+				return
+			}
+			last := fp.Records[n-1]
+			cl.MarkCommitRecords(last)
+			if !throughput {
+				o.Mu.Lock()
+				o.Consumed = append(o.Consumed, []any{fp.Partition, t, n, last.Offset})
+				if *records {
+					for _, r := range fp.Records {
+						o.Records = append(o.Records, [2]int64{int64(r.Partition), r.Offset})
+					}
+				}
+				o.Mu.Unlock()
+			}
+			if count == 0 {
+				tFirst, nFirst = t, int64(n)
+				if throughput {
+					cpuFirst = peerio.CPUNow()
+				}
+			}
+			count += int64(n)
+			tLast = t
+		})
+		if throughput && count >= *expect && count > 0 {
+			res := map[string]any{
+				"count": count, "n_first": nFirst, "cpu_first": cpuFirst,
+				"t_first": tFirst, "t_last": tLast,
+			}
+			if tLast > tFirst {
+				res["msgs_per_s"] = float64(count-nFirst) / (tLast - tFirst)
+			}
+			o.Result(res)
+			stop()
+		}
+	}
+	if !throughput {
+		o.Result(map[string]any{"count": count, "t_first": tFirst, "t_last": tLast})
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := cl.CommitMarkedOffsets(closeCtx); err != nil {
+		fmt.Fprintf(os.Stderr, "franz-peer: final commit: %v\n", err)
+	}
+	cancel()
+	cl.Close() // leaves the group
+	o.Event("closed", nil)
+}
