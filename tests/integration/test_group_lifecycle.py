@@ -426,8 +426,11 @@ async def test_close_during_a_rebalance(bootstrap: str, new_topic: TopicFactory)
     assert a.cleanups == 1 and member.state is cg.GroupState.CLOSED
 
 
-async def test_an_unknown_topic_fails_the_member(bootstrap: str) -> None:
-    member = cg.ConsumerGroup([bootstrap], unique(), group_config())
+async def test_an_unknown_topic_fails_run_with_missing_topic_fail(bootstrap: str) -> None:
+    # The default waits for a missing topic (test_missing_topic); "fail" ends run() at once.
+    member = cg.ConsumerGroup(
+        [bootstrap], unique(), group_config(consumer__group__missing_topic="fail")
+    )
     try:
         with pytest.raises(cg.KafkaError, match="does not exist"):
             await asyncio.wait_for(member.run(["no-such-topic-" + unique()], Recorder()), 20)
