@@ -27,6 +27,12 @@ class ConsumerGroupHandler(abc.ABC):
     5. :meth:`cleanup`;
     6. the final commit of marked offsets (skipped after :meth:`on_lost`).
 
+    Cooperative (and consumer-protocol) members keep their session across rebalances:
+    each rebalance calls :meth:`on_revoked` with only the partitions that leave (after
+    their handlers ended) and :meth:`on_assigned` with only those that arrive (then
+    their ``consume_claim`` tasks start). The order holds on every path: partitions
+    assigned while ``on_assigned``/``setup`` still run wait for them.
+
     A ``consume_claim`` that returns, or raises with ``consumer.return_errors`` on,
     while its session still runs is started again after a backoff, with a new claim
     from the partition's last marked offset. Raising with ``return_errors`` off ends
@@ -50,8 +56,9 @@ class ConsumerGroupHandler(abc.ABC):
     async def on_revoked(  # noqa: B027 - optional hook
         self, session: ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
     ) -> None:
-        """Partitions given up gracefully: their handlers have returned, and the final
-        commit of their marked offsets follows this call (mark or commit here)."""
+        """Partitions given up gracefully: their handlers have ended (returned, or were
+        cancelled past their share of ``rebalance.timeout``), and the commit of these
+        partitions' marked offsets follows this call (mark here)."""
 
     async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:  # noqa: B027
         """Partitions lost without a graceful hand-over (fenced, session timed out):
