@@ -155,14 +155,20 @@ class Reconciler:
         self._config = config
         self._hooks = hooks
         self._open_claims = open_claims
-        # The partitions this member owns, each with its current claim (module docstring).
+        # The partitions this member owns, each with its current claim. Written under
+        # _lock only (and by a claim task swapping in its own restarted claim); a partition
+        # leaves only once its revocation is complete. Read by anyone.
         self._owned: dict[TopicPartition, ConsumerGroupClaim] = dict(claims)
+        # Running claim tasks: _start adds an entry, the task removes its own when it
+        # ends; the revocation path only sets `stopping` and cancels `scope`.
         self._tasks: dict[TopicPartition, _ClaimTask] = {}
         # Serialises reconcile/start/finish: one change of the claims at a time.
         self._lock = anyio.Lock()
+        # Set once, under _lock, when setup is called.
         self._set_up = False
+        # The running revocation's budget: set and cleared by _revoke, shortened by close().
         self._budget: RevokeBudget | None = None
-        # close()'s bound on any revocation (anyio clock).
+        # close()'s bound on any revocation (anyio clock); only shorten() lowers it.
         self._bound = math.inf
         # Bound by bind() when the session runs: where claim tasks live, and whose hooks.
         self._group: anyio.abc.TaskGroup | None = None
