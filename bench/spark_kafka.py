@@ -87,6 +87,7 @@ def _session(master: str, connector: str) -> Any:
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", "2")
         .config("spark.executor.memory", "1g")
+        .config("spark.executorEnv.PYTHONPATH", str(ROOT))  # the in-memory source is bench's
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.locality.wait", "0")
         .getOrCreate()
