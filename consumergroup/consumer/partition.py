@@ -330,7 +330,10 @@ class PartitionConsumer:
                 if message is not None:
                     return message
                 if self._current is current:
+                    # Handed out whole: the reader owns it now. Kept here, it would stay
+                    # alive as long as the partition is idle (thousands of lists).
                     self._current = None
+                    self._chunk = []
                 if self._stopped:
                     raise StopAsyncIteration
                 continue

@@ -208,3 +208,16 @@ async def test_no_reference_is_leaked_or_lost(impl: str) -> None:
     del msg
     refs = [sys.getrefcount(m) for m in chunk]  # list, loop variable, argument
     assert refs == [3 + held] + [3] * (CHUNK - 1)
+
+
+async def test_a_chunk_handed_out_whole_is_not_kept_while_waiting(impl: str) -> None:
+    """With thousands of idle partitions, each one keeping its last list alive adds up."""
+    pc = _pc()
+    _feed(pc, 0, CHUNK)
+    got: list[int] = []
+    task, _stream = await _waiting(pc, got, CHUNK - 1)
+    kept = [name for name, value in vars(pc).items() if isinstance(value, list) and value]
+    pc.stop()
+    await asyncio.wait_for(task, 5)
+    assert got == list(range(CHUNK))
+    assert kept == []
