@@ -1,8 +1,10 @@
-"""``python -m bench``: consumergroup vs aiokafka vs confluent-kafka on one broker and data set.
+"""``python -m bench``: consumergroup vs aiokafka, confluent-kafka, kcat, franz-go, sarama and
+the Java consumer, on the embedded Tansu broker and on Apache Kafka, one data set each.
 
-Starts the embedded Tansu broker (or uses ``--bootstrap`` / ``KAFKA_BOOTSTRAP_SERVERS``),
-loads the topic once, runs each peer as its own process, interleaved, and prints a
-markdown table with ratios to aiokafka and the PASS/FAIL targets. Results go to
+Starts each broker of ``--brokers`` in turn (or uses ``--bootstrap`` /
+``KAFKA_BOOTSTRAP_SERVERS``), loads the topic once per broker, runs each peer as its own
+process, interleaved, and prints markdown tables (the broker named in each) with ratios to
+aiokafka and the PASS/FAIL targets. Results go to
 ``bench/results/<timestamp>.json`` and ``bench/results/latest.md``.
 
 ``--quick`` (100k messages, 1 rep, small scaling sweep) smoke-tests the harness.
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import harness
-from .harness import COOPERATIVE_PEERS, PEERS, log
+from .harness import BROKERS, COOPERATIVE_PEERS, KAFKA_ONLY_PEERS, PEERS, log
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -53,6 +55,15 @@ def _peers(text: str) -> list[str]:
     return names
 
 
+def _brokers(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names:
+        if name not in BROKERS:
+            known = ", ".join(BROKERS)
+            raise argparse.ArgumentTypeError(f"unknown broker {name!r}; known: {known}")
+    return names
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -74,7 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run only this section (repeatable; default: all; spark needs the [spark] extra)",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 100k messages, 1 rep")
-    p.add_argument("--bootstrap", help="use this cluster instead of the embedded broker")
+    p.add_argument(
+        "--brokers",
+        type=_brokers,
+        default=list(BROKERS),
+        help="tansu (embedded), kafka (Apache Kafka, 1 node), in this order (default both)",
+    )
+    p.add_argument("--bootstrap", help="use this one cluster instead of --brokers")
     p.add_argument(
         "--peers",
         type=_peers,
@@ -104,6 +121,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--scaling-n", type=int, help="messages in the partition-scaling topics (default --n)"
     )
     p.add_argument("--scaling-reps", type=int, help="reps of the scaling runs (default 1)")
+    p.add_argument(
+        "--cpu-n",
+        type=int,
+        help="messages of the separate CPU run at the lowest and highest --scaling-partitions "
+        "(default 400,000; quick 40,000; 0 skips it)",
+    )
     p.add_argument(
         "--wide",
         default="5000:4",
@@ -137,13 +160,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.scaling_partitions = args.scaling_partitions or ([8, 1000] if quick else [8, 100, 1000])
     args.scaling_n = args.scaling_n or args.n
     args.scaling_reps = args.scaling_reps or 1
+    if args.cpu_n is None:
+        args.cpu_n = 40_000 if quick else 400_000
+    if args.bootstrap:
+        args.brokers = ["external"]
     args.timeout = args.timeout or max(120.0, args.n / 10_000)
     args.only = args.only or list(SECTIONS)
     return args
 
 
-def _meta(args: argparse.Namespace, broker: str, stamp: str) -> dict[str, Any]:
+def _go_version(peer: str, module: str) -> str:
+    """The version of ``module`` in a Go peer's go.mod."""
+    text = (harness.ROOT / "tests" / "peers" / peer / "go.mod").read_text()
+    return next((ln.split()[-1] for ln in text.splitlines() if module in ln), "?")
+
+
+def _meta(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
     import aiokafka
+
+    from consumergroup.testing import KAFKA_VERSION
 
     ck: str
     lrd: str
@@ -155,7 +190,10 @@ def _meta(args: argparse.Namespace, broker: str, stamp: str) -> dict[str, Any]:
         ck = lrd = "not installed"
     return {
         "timestamp": stamp,
-        "broker": broker,
+        "kafka": KAFKA_VERSION,
+        "franz_go": _go_version("franz", "github.com/twmb/franz-go "),
+        "sarama": _go_version("sarama", "github.com/IBM/sarama "),
+        "kafka_clients": KAFKA_VERSION,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -173,18 +211,19 @@ def _meta(args: argparse.Namespace, broker: str, stamp: str) -> dict[str, Any]:
     }
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the selected sections; returns the results tree."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    results: dict[str, Any] = {}
+async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -> dict[str, Any]:
+    """The sections on one broker (``kind``); the Spark ones go into ``results``."""
+    run: dict[str, Any] = {}
+    bootstrap_arg = args.bootstrap if kind == "external" else None
     async with (
-        harness.broker(args.bootstrap) as (bootstrap, description),
+        harness.broker(bootstrap_arg, kind) as (bootstrap, description),
         harness.procs(bootstrap, args.session_timeout, args.heartbeat) as ps,
     ):
         ps.cg_set = ",".join(args.cg_set)
         ps.gc_mode = args.gc
         log(f"broker: {description}")
-        results["meta"] = _meta(args, description, stamp)
+        run["broker"] = description
+        peers = [p for p in args.peers if kind != "tansu" or p not in KAFKA_ONLY_PEERS]
         base = None
         if "throughput" in args.only or "scaling" in args.only:
             topic = await harness.create_topic(bootstrap, args.partitions, "tp")
@@ -205,11 +244,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             log(f"  loaded in {base.seconds:.1f}s ({args.n / base.seconds:,.0f} msgs/s)")
         if "throughput" in args.only:
             assert base is not None
-            results["throughput"] = await harness.throughput(
-                ps, args.peers, base, args.reps, args.timeout
-            )
+            run["throughput"] = await harness.throughput(ps, peers, base, args.reps, args.timeout)
         if "rebalance" in args.only:
-            results["rebalance"] = await harness.rebalance(
+            run["rebalance"] = await harness.rebalance(
                 ps,
                 bootstrap,
                 args.rebalance_peers,
@@ -223,7 +260,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "scaling" in args.only:
             assert base is not None
-            results["scaling"] = await harness.scaling(
+            run["scaling"] = await harness.scaling(
                 ps,
                 bootstrap,
                 args.scaling_peers,
@@ -236,18 +273,40 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 args.timeout,
                 None if args.wide == "none" else _wide(args.wide),
             )
-        if "spark" in args.only:
+            if args.cpu_n:
+                # Few records per partition: what a wide topic costs per message.
+                ends = sorted({min(args.scaling_partitions), max(args.scaling_partitions)})
+                run["scaling_cpu"] = await harness.scaling(
+                    ps,
+                    bootstrap,
+                    ["cg_batches"],
+                    base,
+                    [],
+                    ends,
+                    args.cpu_n,
+                    max(args.scaling_reps, args.reps),
+                    args.batch_bytes,
+                    args.timeout,
+                )
+        if "spark" in args.only and kind == args.brokers[0]:
             from . import spark_source  # imports pyspark: only when the section runs
 
             results["spark"] = await spark_source.run(bootstrap, args.quick)
-        if "spark_kafka" in args.only:
-            from . import spark_kafka  # its own Apache Kafka: Spark's source needs ListOffsets
+    run["targets"] = targets(run)
+    return run
 
-            rows, reps = (200_000, 1) if args.quick else (2_000_000, 3)
-            results["spark_kafka"] = await spark_kafka.run(
-                None, rows, ["local", "standalone"], reps
-            )
-    results["targets"] = targets(results)
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the selected sections on every broker; returns the results tree."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results: dict[str, Any] = {"meta": _meta(args, stamp), "runs": {}}
+    for kind in args.brokers:
+        results["runs"][kind] = await run_on(args, kind, results)
+    if "spark_kafka" in args.only:
+        from . import spark_kafka  # its own Apache Kafka: Spark's source needs ListOffsets
+
+        rows, reps = (200_000, 1) if args.quick else (2_000_000, 3)
+        results["spark_kafka"] = await spark_kafka.run(None, rows, ["local", "standalone"], reps)
     return results
 
 

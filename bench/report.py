@@ -36,7 +36,7 @@ def _verdict(value: float | None, need: float, higher: bool = False) -> str:
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, each with the measured ratio and PASS/FAIL (or n/a)."""
+    """The targets of one broker's run, each with the measured ratio and PASS/FAIL (or n/a)."""
     out: list[dict[str, Any]] = []
     med = results.get("throughput", {}).get("median", {})
 
@@ -89,6 +89,19 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         _ratio(rate("cg_batches_keep"), rate("aiokafka_keep")),
         2.5,
     )
+    add(
+        "batches() steady CPU/msg vs franz-go",
+        _ratio(cpu("cg_batches"), cpu("franz")),
+        1.0,
+        higher=False,
+    )
+    add(
+        "messages()+mark steady CPU/msg vs franz-go",
+        _ratio(cpu("cg_messages"), cpu("franz")),
+        1.3,
+        higher=False,
+    )
+    add("batches() msgs/s vs the Java consumer", _ratio(rate("cg_batches"), rate("java")), 1.0)
     parts = results.get("scaling", {}).get("partitions", {})
     if parts:
         keys = sorted(parts, key=int)
@@ -107,6 +120,29 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         add("batches() 1000 partitions vs 8 partitions msgs/s", None, 0.7)
         add("batches() steady CPU/msg at 1000 partitions vs 8", None, 1.3, higher=False)
+    few = results.get("scaling_cpu", {}).get("partitions", {})
+    if few:
+        keys = sorted(few, key=int)
+        lo, hi = keys[0], keys[-1]
+        add(
+            f"batches() steady CPU/msg at {hi} partitions vs {lo}, "
+            f"{results['scaling_cpu']['loads'].get(hi, {}).get('n', 0):,} msgs",
+            _ratio(
+                few[hi].get("cg_batches", {}).get("steady_cpu_us_per_msg"),
+                few[lo].get("cg_batches", {}).get("steady_cpu_us_per_msg"),
+            ),
+            1.3,
+            higher=False,
+        )
+    wide = results.get("scaling", {}).get("wide") or {}
+    wide_rss = {p: m["rss_mb_total"] for p, m in wide.get("peers", {}).items()}
+    add(
+        f"peak RSS, {wide.get('partitions', 5000):,} partitions over {wide.get('members', 4)} "
+        "members, batches() vs aiokafka",
+        _ratio(wide_rss.get("cg_batches"), wide_rss.get(BASE)),
+        1.0,
+        higher=False,
+    )
     rebalance = results.get("rebalance", {}).get("median", {})
     for peer in ("cg_messages_coop", "confluent_coop"):
         add(
@@ -119,23 +155,34 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """The whole report as markdown."""
+    """The whole report as markdown: every broker's tables in turn."""
     meta = results["meta"]
     lines = [
         f"# Benchmark {meta['timestamp']}",
         "",
-        f"Broker: {meta['broker']}. Machine: {meta['cpus']} CPUs, Python {meta['python']}, "
+        f"Brokers: {', '.join(r['broker'] for r in results['runs'].values())}. "
+        f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, "
         f"aiokafka {meta['aiokafka']}, confluent-kafka {meta['confluent_kafka']} "
-        f"(librdkafka {meta['librdkafka']}). Reps: {meta['reps']} (medians shown). "
-        f"Session timeout {meta['session_timeout']} s.",
+        f"(librdkafka {meta['librdkafka']}), franz-go {meta['franz_go']}, sarama "
+        f"{meta['sarama']}, kafka-clients {meta['kafka_clients']}. Reps: {meta['reps']} "
+        f"(medians shown). Session timeout {meta['session_timeout']} s.",
         "",
     ]
+    for run in results["runs"].values():
+        lines += _run_markdown(run, bool(meta.get("quick")))
+    return "\n".join(lines)
+
+
+def _run_markdown(results: dict[str, Any], quick: bool) -> list[str]:
+    """One broker's tables, each heading naming the broker."""
+    on = f" — {results['broker']}"
+    lines: list[str] = []
     tp = results.get("throughput")
     if tp:
         d = tp["data"]
         lines += [
             f"## Throughput: {d['n']:,} x {d['size']} B values ({d['key_size']} B keys), "
-            f"{d['partitions']} partitions, compression {d['compression']}",
+            f"{d['partitions']} partitions, compression {d['compression']}{on}",
             "",
             f"Loaded in {d['load_seconds']:.1f} s ({_f(d['load_msgs_per_s'], ',.0f')} msgs/s) "
             "with aiokafka's producer, whole batches.",
@@ -163,7 +210,7 @@ def markdown(results: dict[str, Any]) -> str:
         s = rb["setup"]
         lines += [
             f"## Rebalance pause: 2 members consume {s['rate']:,} msgs/s over "
-            f"{s['partitions']} partitions; a third joins",
+            f"{s['partitions']} partitions; a third joins{on}",
             "",
             "*Unmoved*: partitions delivered by the same member before the join and after the "
             "rebalance; *steady gap*: their longest gap between deliveries in the 3 s before "
@@ -195,7 +242,7 @@ def markdown(results: dict[str, Any]) -> str:
         if mem:
             peers = sorted({p for row in mem.values() for p in row}, key=list(PEERS).index)
             lines += [
-                "## Scaling: members in one group (whole topic, msgs/s; RSS/CPU summed)",
+                f"## Scaling: members in one group (whole topic, msgs/s; RSS/CPU summed){on}",
                 "",
                 "| members | " + " | ".join(PEERS[p] for p in peers) + " |",
                 "|---:|" + "---:|" * len(peers),
@@ -212,11 +259,15 @@ def markdown(results: dict[str, Any]) -> str:
                     )
                 lines.append(f"| {k} | " + " | ".join(cells) + " |")
             lines.append("")
-        parts = sc["partitions"]
+    for key, title in (("scaling", ""), ("scaling_cpu", ", few records per partition")):
+        parts = results.get(key, {}).get("partitions")
         if parts:
             peers = sorted({p for row in parts.values() for p in row}, key=list(PEERS).index)
+            n = next(iter(results[key]["loads"].values()), {}).get("n")
+            size = f", {n:,} msgs" if n else ""
             lines += [
-                "## Scaling: partitions on one member (msgs/s, peak RSS, steady CPU us/msg)",
+                "## Scaling: partitions on one member (msgs/s, peak RSS, steady CPU us/msg)"
+                f"{title}{size}{on}",
                 "",
                 "| partitions | " + " | ".join(PEERS[p] for p in peers) + " |",
                 "|---:|" + "---:|" * len(peers),
@@ -233,11 +284,12 @@ def markdown(results: dict[str, Any]) -> str:
                     )
                 lines.append(f"| {k} | " + " | ".join(cells) + " |")
             lines.append("")
+    if sc:
         wide = sc.get("wide")
         if wide:
             lines += [
                 f"## Scaling: {wide['partitions']:,} partitions over {wide['members']} members "
-                "(whole topic, msgs/s; RSS/CPU summed)",
+                f"(whole topic, msgs/s; RSS/CPU summed){on}",
                 "",
                 "| peer | msgs/s | RSS (MB) | CPU (s) | CPU us/msg |",
                 "|---|---:|---:|---:|---:|",
@@ -252,8 +304,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"- scaling {what} FAILED: {err.splitlines()[0]}")
         if sc["errors"]:
             lines.append("")
-    lines += ["## Targets", ""]
-    if meta.get("quick"):
+    lines += [f"## Targets{on}", ""]
+    if quick:
         lines += [
             "*--quick run: windows of well under a second, so these verdicts are noise; "
             "only a full run (1,000,000 messages, 3 reps) counts.*",
@@ -265,4 +317,4 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {t['target']} | {_f(t['measured'], '.2f')} | {t['need']} | {t['verdict']} |"
         )
     lines.append("")
-    return "\n".join(lines)
+    return lines
