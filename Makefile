@@ -64,7 +64,7 @@ test: $(STAMP) test-c-sanitized
 ## AddressSanitizer and UndefinedBehaviorSanitizer, under .cache/sanitized, and their tests
 ## run on that build (a use-after-free is caught only there).
 test-c-sanitized: $(STAMP)
-	PYTHON=$(BIN)/python tests/c_sanitized.sh
+	PYTHON=$(CURDIR)/$(BIN)/python tests/c_sanitized.sh  # the script runs from a copy
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
 ## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`;
