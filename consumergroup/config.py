@@ -612,6 +612,11 @@ class FetchConfig(_Section):
             out; a mismatch fails the partition with CorruptMessageError (Kafka
             ``check.crcs``). Off by default: TCP already checksums, and it costs
             a pass over every byte fetched.
+        buffer_bytes: Fetched bytes queued per partition; a partition is not
+            fetched while this many are waiting for its reader, whatever
+            ``channel_buffer_size`` (which counts messages) allows: with large
+            messages, the bound that holds memory down. A partition holds at most
+            this plus one fetch response's share.
     """
 
     min: int = 1
@@ -619,6 +624,7 @@ class FetchConfig(_Section):
     max: int = 0
     max_bytes: int = 52428800
     check_crcs: bool = False
+    buffer_bytes: int = 1048576
 
     def _check(self, path: str) -> None:
         _check_int32(f"{path}.min", self.min, "use e.g. 1", low=1, unit=" (bytes)")
@@ -635,6 +641,9 @@ class FetchConfig(_Section):
             f"{path}.max_bytes", self.max_bytes, "use e.g. 52428800", low=1, unit=" (bytes)"
         )
         _check_type(f"{path}.check_crcs", self.check_crcs, bool, "use True or False")
+        _check_int32(
+            f"{path}.buffer_bytes", self.buffer_bytes, "use e.g. 1048576", low=1, unit=" (bytes)"
+        )
 
 
 @dataclass

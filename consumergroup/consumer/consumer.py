@@ -116,6 +116,7 @@ class Consumer(AsyncResource):
                 partition,
                 offset,
                 buffer_size=self.config.channel_buffer_size,
+                buffer_bytes=self.config.consumer.fetch.buffer_bytes,
                 fetch_size=self.config.consumer.fetch.default,
                 on_close=self._forget,
                 consumed=self._consumed.setdefault((topic, partition), Consumed()),

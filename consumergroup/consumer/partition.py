@@ -6,9 +6,10 @@ pushes framed record sets (:class:`~.records.RecordSet`) in with
 a time as it pulls with :meth:`batches` or :meth:`messages`, so messages are
 created just before they are handed out and die young (cheap for the cyclic
 GC, and the buffer holds compact bytes, not objects). The buffer is bounded by
-``config.channel_buffer_size`` messages: while it is full (or the partition is
-paused) the fetch task leaves this partition out of its requests, so a slow
-reader never delays the other partitions on its broker.
+``config.channel_buffer_size`` messages and ``config.consumer.fetch.buffer_bytes``
+bytes: while it is full (or the partition is paused) the fetch task leaves this
+partition out of its requests, so a slow reader never delays the other partitions on
+its broker.
 
 Ownership: ``_offset``, ``_fetch_size`` and the watermarks are written only by
 the fetch task that currently leads the partition; ``_chunks``/``_queued`` are
@@ -77,6 +78,7 @@ class PartitionConsumer:
         fetch_size: int,
         on_close: Callable[[PartitionConsumer], None],
         consumed: Consumed | None = None,
+        buffer_bytes: int = sys.maxsize,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -88,9 +90,11 @@ class PartitionConsumer:
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self._buffer_size = buffer_size
-        # Record sets not yet started by the reader, and how many messages they hold.
+        self._buffer_bytes = buffer_bytes
+        # Record sets not yet started by the reader, and the messages and bytes they hold.
         self._chunks: deque[RecordSet] = deque()
         self._queued = 0
+        self._queued_bytes = 0
         # The record set the reader is decoding, batch by batch. It no longer counts
         # against the buffer: the next fetch overlaps with its decoding and handling.
         self._decoding: Iterator[list[ConsumerMessage]] | None = None
@@ -162,13 +166,16 @@ class PartitionConsumer:
         """True once :meth:`close` ran or a fatal error ended the partition."""
         return self._closed
 
+    def _full(self) -> bool:
+        return self._queued >= self._buffer_size or self._queued_bytes >= self._buffer_bytes
+
     def blocked_by_buffer(self) -> bool:
         """Not fetchable only because the reader has not made room yet."""
-        return not self._paused and not self._closed and self._queued >= self._buffer_size
+        return not self._paused and not self._closed and self._full()
 
     def fetchable(self) -> bool:
         """Whether the fetch task should include this partition in its next request."""
-        return not self._paused and not self._closed and self._queued < self._buffer_size
+        return not self._paused and not self._closed and not self._full()
 
     # ------------------------------------------------------------------ producer side
 
@@ -179,6 +186,7 @@ class PartitionConsumer:
             return
         self._chunks.append(records)
         self._queued += records.count
+        self._queued_bytes += records.bytes_consumed
         self._wake_reader()
 
     def _fail(self, error: BaseException) -> None:
@@ -222,11 +230,12 @@ class PartitionConsumer:
                 return chunk  # decode_batches never yields an empty list
             self._decoding = None
 
-    def _release(self, count: int) -> None:
-        """``count`` messages left the buffer; wake the fetch task if that made room."""
-        was_full = self._queued >= self._buffer_size
-        self._queued -= count
-        if was_full and self._queued < self._buffer_size and not self._paused:
+    def _release(self, records: RecordSet) -> None:
+        """``records`` left the buffer; wake the fetch task if that made room."""
+        was_full = self._full()
+        self._queued -= records.count
+        self._queued_bytes -= records.bytes_consumed
+        if was_full and not self._full() and not self._paused:
             self._wake_fetcher()
 
     def _next_record_set(self) -> RecordSet | None:
@@ -234,7 +243,7 @@ class PartitionConsumer:
         if not self._chunks:
             return None
         records = self._chunks.popleft()
-        self._release(records.count)
+        self._release(records)
         self.consumed.records += records.count  # per record set: metrics cost nothing
         self.consumed.bytes += records.bytes_consumed
         return records
@@ -362,6 +371,7 @@ class PartitionConsumer:
     def _drop_buffer(self) -> None:
         self._chunks.clear()
         self._queued = 0
+        self._queued_bytes = 0
         self._decoding = None
         current, self._current = self._current, None
         if current is not None:

@@ -581,3 +581,21 @@ async def test_stopped_partition_consumers_are_not_kept_alive(
         gc.collect()
         alive = [ref for ref in gone if ref() is not None]
         assert not alive, f"{len(alive)} of {len(gone)} stopped consumers are still alive"
+
+
+async def test_a_partition_holding_buffer_bytes_is_not_fetched_until_its_reader_takes_them(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """channel_buffer_size counts messages: large ones are bounded by fetch.buffer_bytes."""
+    topic = await new_topic(partitions=1)
+    config = make_config()
+    config.channel_buffer_size = 100_000  # the message bound never bites here
+    config.consumer.fetch.buffer_bytes = 10_000
+    await send_batch(bootstrap, topic, [b"a" * 2_500] * 5)  # one ~12.6 KB record set
+    async with consumer(bootstrap, config) as c:
+        pc = await c.consume_partition(topic, 0, cg.OFFSET_OLDEST)
+        await eventually(lambda: pc.queued == 5)
+        assert not pc.fetchable() and pc.blocked_by_buffer()
+        await send_batch(bootstrap, topic, [b"b" * 2_500] * 5)
+        got = await take(pc, 10)  # taking the first set makes room: the second comes
+        assert [m.value[:1] for m in got] == [b"a"] * 5 + [b"b"] * 5

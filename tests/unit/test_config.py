@@ -77,6 +77,7 @@ def test_defaults_match_sarama_like_values() -> None:
     assert consumer.fetch.max_bytes == 52428800
     assert consumer.max_wait_time == 0.5
     assert consumer.fetch.check_crcs is False
+    assert consumer.fetch.buffer_bytes == 1048576
     assert not consumer.return_errors
     assert consumer.isolation_level == "read_uncommitted"
     offsets = consumer.offsets
@@ -167,6 +168,8 @@ BAD_VALUES: list[tuple[str, object]] = [
     ("consumer.fetch.max", 0.0),
     ("consumer.fetch.max", False),
     ("consumer.fetch.max_bytes", 0),
+    ("consumer.fetch.buffer_bytes", 0),
+    ("consumer.fetch.buffer_bytes", 2**31),
     ("consumer.max_wait_time", 0),
     ("consumer.max_wait_time", 0.0001),
     ("consumer.fetch.check_crcs", 1),
