@@ -14,13 +14,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,30 +41,9 @@ func generation(cl *kgo.Client) int32 {
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
-	topic := flag.String("topic", "", "the topic to read (required)")
-	group := flag.String("group", "", "the consumer group id (required)")
-	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
-	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
-	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
-	heartbeat := flag.Float64("heartbeat", 1, "seconds")
-	rebalanceTimeout := flag.Float64("rebalance-timeout", 30, "seconds")
-	assignor := flag.String("assignor", "range", "range, roundrobin, sticky or cooperative-sticky")
-	instanceID := flag.String("instance-id", "", "group.instance.id (static membership)")
-	clientID := flag.String("client-id", "franz-peer", "client id")
-	records := flag.Bool("records", false, "stream mode: also report each message's partition and offset")
-	commitInterval := flag.Float64("commit-interval", 0.2, "auto-commit interval, seconds")
-	flag.Parse()
-	if *bootstrap == "" || *topic == "" || *group == "" {
-		fmt.Fprintln(os.Stderr, "franz-peer: -bootstrap, -topic and -group are required")
-		os.Exit(2)
-	}
-	if *mode != "stream" && *mode != "throughput" {
-		fmt.Fprintf(os.Stderr, "franz-peer: -mode must be stream or throughput, not %q\n", *mode)
-		os.Exit(2)
-	}
+	op := peerio.ParseOptions("franz-peer")
 	var balancer kgo.GroupBalancer
-	switch *assignor {
+	switch op.Assignor {
 	case "range":
 		balancer = kgo.RangeBalancer()
 	case "roundrobin":
@@ -75,26 +52,22 @@ func main() {
 		balancer = kgo.StickyBalancer()
 	case "cooperative-sticky":
 		balancer = kgo.CooperativeStickyBalancer()
-	default:
-		fmt.Fprintf(os.Stderr, "franz-peer: unknown -assignor %q (range, roundrobin, sticky, cooperative-sticky)\n", *assignor)
-		os.Exit(2)
 	}
 	o := peerio.NewOut()
 	o.Event("hello", nil)
 
-	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...),
-		kgo.ClientID(*clientID),
-		kgo.ConsumerGroup(*group),
-		kgo.ConsumeTopics(*topic),
+		kgo.SeedBrokers(op.Bootstrap...),
+		kgo.ClientID(op.ClientID),
+		kgo.ConsumerGroup(op.Group),
+		kgo.ConsumeTopics(op.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(seconds(*sessionTimeout)),
-		kgo.HeartbeatInterval(seconds(*heartbeat)),
-		kgo.RebalanceTimeout(seconds(*rebalanceTimeout)),
+		kgo.SessionTimeout(op.SessionTimeout),
+		kgo.HeartbeatInterval(op.Heartbeat),
+		kgo.RebalanceTimeout(op.RebalanceTimeout),
 		kgo.Balancers(balancer),
 		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(seconds(*commitInterval)),
+		kgo.AutoCommitInterval(op.CommitInterval),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			o.Event("assigned", map[string]any{"parts": parts(m), "generation": generation(cl)})
@@ -110,8 +83,8 @@ func main() {
 			o.Event("lost", map[string]any{"parts": parts(m), "generation": generation(cl)})
 		}),
 	}
-	if *instanceID != "" {
-		opts = append(opts, kgo.InstanceID(*instanceID))
+	if op.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(op.InstanceID))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -126,7 +99,7 @@ func main() {
 		bufio.NewReader(os.Stdin).ReadString('\n')
 		stop()
 	}()
-	throughput := *mode == "throughput"
+	throughput := op.Throughput
 	if !throughput {
 		go o.FlushEvery()
 	}
@@ -155,7 +128,7 @@ func main() {
 			if !throughput {
 				o.Mu.Lock()
 				o.Consumed = append(o.Consumed, []any{fp.Partition, t, n, last.Offset})
-				if *records {
+				if op.Records {
 					for _, r := range fp.Records {
 						o.Records = append(o.Records, [2]int64{int64(r.Partition), r.Offset})
 					}
@@ -171,7 +144,7 @@ func main() {
 			count += int64(n)
 			tLast = t
 		})
-		if throughput && count >= *expect && count > 0 {
+		if throughput && count >= op.Expect && count > 0 {
 			res := map[string]any{
 				"count": count, "n_first": nFirst, "cpu_first": cpuFirst,
 				"t_first": tFirst, "t_last": tLast,

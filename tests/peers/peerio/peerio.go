@@ -5,6 +5,8 @@ package peerio
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"log"
 	"os"
 	"strconv"
@@ -138,4 +140,63 @@ func (o *Out) Result(fields map[string]any) {
 		fields[k] = v
 	}
 	o.Event("result", fields)
+}
+
+// Options is the command line every peer accepts (tests/peers/__init__.py lists it).
+type Options struct {
+	Bootstrap        []string
+	Topic            string
+	Group            string
+	Throughput       bool // -mode throughput: count to Expect, report, exit
+	Expect           int64
+	SessionTimeout   time.Duration
+	Heartbeat        time.Duration
+	RebalanceTimeout time.Duration
+	Assignor         string
+	InstanceID       string
+	ClientID         string
+	Records          bool
+	CommitInterval   time.Duration
+}
+
+// ParseOptions parses os.Args; bad usage exits 2 with a message naming the peer.
+func ParseOptions(name string) Options {
+	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
+	topic := flag.String("topic", "", "the topic to read (required)")
+	group := flag.String("group", "", "the consumer group id (required)")
+	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
+	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
+	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
+	heartbeat := flag.Float64("heartbeat", 1, "seconds")
+	rebalanceTimeout := flag.Float64("rebalance-timeout", 30, "seconds")
+	assignor := flag.String("assignor", "range", "range, roundrobin, sticky or cooperative-sticky")
+	instanceID := flag.String("instance-id", "", "group.instance.id (static membership)")
+	clientID := flag.String("client-id", name, "client id")
+	records := flag.Bool("records", false, "stream mode: also report each message's partition and offset")
+	commitInterval := flag.Float64("commit-interval", 0.2, "auto-commit interval, seconds")
+	flag.Parse()
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, name+": "+format+"\n", args...)
+		os.Exit(2)
+	}
+	if *bootstrap == "" || *topic == "" || *group == "" {
+		fail("-bootstrap, -topic and -group are required")
+	}
+	if *mode != "stream" && *mode != "throughput" {
+		fail("-mode must be stream or throughput, not %q", *mode)
+	}
+	switch *assignor {
+	case "range", "roundrobin", "sticky", "cooperative-sticky":
+	default:
+		fail("unknown -assignor %q (range, roundrobin, sticky, cooperative-sticky)", *assignor)
+	}
+	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	return Options{
+		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Group: *group,
+		Throughput: *mode == "throughput", Expect: *expect,
+		SessionTimeout: seconds(*sessionTimeout), Heartbeat: seconds(*heartbeat),
+		RebalanceTimeout: seconds(*rebalanceTimeout), Assignor: *assignor,
+		InstanceID: *instanceID, ClientID: *clientID, Records: *records,
+		CommitInterval: seconds(*commitInterval),
+	}
 }

@@ -11,13 +11,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -138,47 +136,25 @@ func (h *handler) add(p int32, offset int64) {
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
-	topic := flag.String("topic", "", "the topic to read (required)")
-	group := flag.String("group", "", "the consumer group id (required)")
-	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
-	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
-	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
-	heartbeat := flag.Float64("heartbeat", 1, "seconds")
-	rebalanceTimeout := flag.Float64("rebalance-timeout", 30, "seconds")
-	assignor := flag.String("assignor", "range", "range, roundrobin, sticky or cooperative-sticky")
-	instanceID := flag.String("instance-id", "", "group.instance.id (static membership)")
-	clientID := flag.String("client-id", "sarama-peer", "client id")
-	records := flag.Bool("records", false, "stream mode: also report each message's partition and offset")
-	commitInterval := flag.Float64("commit-interval", 0.2, "auto-commit interval, seconds")
-	flag.Parse()
-	if *bootstrap == "" || *topic == "" || *group == "" {
-		fmt.Fprintln(os.Stderr, "sarama-peer: -bootstrap, -topic and -group are required")
-		os.Exit(2)
-	}
-	if *mode != "stream" && *mode != "throughput" {
-		fmt.Fprintf(os.Stderr, "sarama-peer: -mode must be stream or throughput, not %q\n", *mode)
-		os.Exit(2)
-	}
+	op := peerio.ParseOptions("sarama-peer")
 	o := peerio.NewOut()
 	o.Event("hello", nil)
 
-	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V4_0_0_0
-	cfg.ClientID = *clientID
+	cfg.ClientID = op.ClientID
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = true
-	cfg.Consumer.Offsets.AutoCommit.Interval = seconds(*commitInterval)
-	cfg.Consumer.Group.Session.Timeout = seconds(*sessionTimeout)
-	cfg.Consumer.Group.Heartbeat.Interval = seconds(*heartbeat)
-	cfg.Consumer.Group.Rebalance.Timeout = seconds(*rebalanceTimeout)
+	cfg.Consumer.Offsets.AutoCommit.Interval = op.CommitInterval
+	cfg.Consumer.Group.Session.Timeout = op.SessionTimeout
+	cfg.Consumer.Group.Heartbeat.Interval = op.Heartbeat
+	cfg.Consumer.Group.Rebalance.Timeout = op.RebalanceTimeout
 	cfg.Consumer.Group.Rebalance.Retry.Backoff = 200 * time.Millisecond
-	cfg.Consumer.Group.InstanceId = *instanceID
+	cfg.Consumer.Group.InstanceId = op.InstanceID
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cfg.Metadata.RefreshFrequency = time.Second // the partition watcher's interval
 	cooperative := false
-	switch *assignor {
+	switch op.Assignor {
 	case "range":
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
 	case "roundrobin":
@@ -188,12 +164,9 @@ func main() {
 	case "cooperative-sticky":
 		cooperative = true
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
-	default:
-		fmt.Fprintf(os.Stderr, "sarama-peer: unknown -assignor %q (range, roundrobin, sticky, cooperative-sticky)\n", *assignor)
-		os.Exit(2)
 	}
 
-	cg, err := sarama.NewConsumerGroup(strings.Split(*bootstrap, ","), *group, cfg)
+	cg, err := sarama.NewConsumerGroup(op.Bootstrap, op.Group, cfg)
 	if err != nil {
 		log.Fatalf("sarama-peer: %v", err)
 	}
@@ -212,12 +185,12 @@ func main() {
 	}()
 	go o.FlushEvery()
 
-	h := &handler{o: o, records: *records, throughput: *mode == "throughput", expect: *expect,
+	h := &handler{o: o, records: op.Records, throughput: op.Throughput, expect: op.Expect,
 		cooperative: cooperative, done: stop}
 	o.Event("start", nil)
 	for ctx.Err() == nil {
 		// Eager: one Consume per generation. Cooperative: one across rebalances.
-		if err := cg.Consume(ctx, []string{*topic}, h); err != nil {
+		if err := cg.Consume(ctx, []string{op.Topic}, h); err != nil {
 			fmt.Fprintf(os.Stderr, "sarama-peer: consume: %v\n", err)
 			time.Sleep(200 * time.Millisecond)
 		}
