@@ -48,8 +48,9 @@ PEERS = {
 #: programs the interop tests run), with the same command line and protocol.
 BUILT_PEERS = ("franz", "sarama", "java")
 
-#: Peers left out on Tansu: the Java consumer cannot join a group there, and franz-go's
-#: group member got no message in 120 s (not investigated yet).
+#: Peers left out on Tansu: the Java consumer cannot join a group there, and Tansu
+#: closes franz-go's connection during its ApiVersions negotiation (franz-go reports
+#: "broker closed the connection immediately during api versions negotiation").
 KAFKA_ONLY_PEERS = ("franz", "java")
 
 #: Peers that differ from another only in the rebalance protocol: rebalance section only
