@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..client import Client
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
-from ..consumer.positions import list_offsets, resolve_offsets
+from ..consumer.positions import resolve_offsets
 from ..errors import ConfigurationError, ConsumerError, UnknownTopicOrPartitionError
 from ..group.offsets import OffsetManager
 from ._spark_options import EARLIEST, LATEST, SourceOptions, TopicPartition, _fail, log
@@ -230,9 +230,13 @@ class Planner:
         return await resolve_offsets(client, client.config, wanted) if wanted else {}
 
     async def after_time(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """First offset with a timestamp >= the given one; -1 where no record is that recent."""
+        """First offset with a timestamp >= the given one; -1 where no record is that recent.
+
+        The client checks the broker's answer against the log (a broker may answer a time
+        past the last record with an offset instead of "none")."""
         client = await self.client()
-        return await list_offsets(client, int(self.opts.read_committed), stamps)
+        found = await client.offsets_for_times(stamps, read_committed=self.opts.read_committed)
+        return {tp: -1 if off is None else off for tp, off in found.items()}
 
     async def by_timestamp(self, stamps: Mapping[TopicPartition, int]) -> Offsets:
         """First offset with a timestamp >= the given one. Where there is none:
