@@ -7,12 +7,16 @@ without pulling in a second Kafka client, so this module sends plain Produce
 requests over the package's own :class:`~consumergroup.client.Client` and
 :class:`~consumergroup.net.connection.BrokerConnection`, with aiokafka's
 Produce codec (``aiokafka.protocol.produce``) and record-batch builder
-(``aiokafka.record``). No batching across calls, no retries, no idempotence:
-one call, one batch, one request, ``acks=1``.
+(``aiokafka.record``). No batching across calls, no idempotence: one call, one
+batch, ``acks=1``. The one retry is of a batch the broker *refused* with a
+retriable error (it wrote nothing, so a retry cannot duplicate): Apache Kafka names a
+new topic's leader in metadata before that leader serves it, and answers
+NOT_LEADER_OR_FOLLOWER meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 
@@ -21,12 +25,15 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from ..client import Client
 from ..errors import KafkaError, raise_for_code
+from ..net.protocol import AnyRequest
 
 __all__ = ["build_batch", "murmur2_partition", "produce", "produce_batch"]
 
 #: acks=1: the leader has written the batch (the broker is single-node in the demo).
 _ACKS = 1
 _PRODUCE_TIMEOUT_MS = 10_000
+#: How long a batch the broker refused with a retriable error is offered again.
+_REFUSED_RETRY_FOR = 10.0
 # Large enough that DefaultRecordBatchBuilder never refuses a record of ours.
 _MAX_BATCH_BYTES = 1 << 30
 
@@ -70,10 +77,11 @@ async def produce_batch(
     """Write ``values`` to ``topic/partition`` as one batch (each record with ``headers``);
     return the batch's base offset.
 
-    The request goes to the partition's leader (``client.leader``). Raises the
-    :class:`~consumergroup.errors.KafkaError` the broker answers with (after
-    refreshing metadata when the leader moved, so the next call goes to the
-    new leader).
+    The request goes to the partition's leader (``client.leader``). A batch refused
+    with a retriable error (e.g. NOT_LEADER_OR_FOLLOWER: the leader moved, or a new
+    topic's leader does not serve it yet) goes again to the leader metadata then
+    names, for up to 10 s; any other answer raises its
+    :class:`~consumergroup.errors.KafkaError`.
     """
     if not values:
         raise ValueError("produce_batch needs at least one value")
@@ -82,13 +90,28 @@ async def produce_batch(
     records: list[Record] = [
         (keys[i] if keys is not None else None, value) for i, value in enumerate(values)
     ]
-    conn = await client.leader(topic, partition)
     request = ProduceRequest(
         None,
         _ACKS,
         _PRODUCE_TIMEOUT_MS,
         [(topic, [(partition, build_batch(records, headers=headers))])],
     )
+    deadline = time.monotonic() + _REFUSED_RETRY_FOR
+    backoff = 0.05
+    while True:
+        try:
+            return await _send_batch(client, topic, partition, request)
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() + backoff > deadline:
+                raise
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, 1.0)
+
+
+async def _send_batch(client: Client, topic: str, partition: int, request: AnyRequest) -> int:
+    """One Produce to the partition's current leader; raises what the broker answered
+    (after refreshing metadata when that is retriable: the leader may have moved)."""
+    conn = await client.leader(topic, partition)
     response = await conn.send(request, timeout=_PRODUCE_TIMEOUT_MS / 1000 + 5.0)
     for _topic, partitions in response.topics:
         for answer in partitions:
