@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Self
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 Record = tuple[bytes | None, bytes | None]  # (key, value)
 
@@ -295,3 +296,13 @@ class RoutingProxy(KafkaFrameProxy):
             self.rewrites += 1
             return frame.replace(broker, b"127.0.0.1" + struct.pack(">i", self.port))
         return frame
+
+
+async def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` with aiokafka's admin client (the package has no DeleteTopics)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 from consumergroup.client import Client, parse_address
 from consumergroup.config import Config
@@ -23,7 +22,7 @@ from consumergroup.errors import (
 from consumergroup.net.protocol import MetadataRequest
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import TcpProxy
+from tests.helpers import TcpProxy, delete_topic
 from tests.integration.test_connection import ScriptedBroker, raw_server
 
 pytestmark = pytest.mark.timeout(60)
@@ -135,12 +134,7 @@ async def test_full_refresh_forgets_a_deleted_topic(
     async with Client([bootstrap], client_config()) as client:
         topic = await new_topic(partitions=1)
         assert topic in await client.topics()
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            await admin.delete_topics([topic])
-        finally:
-            await admin.close()
+        await delete_topic(bootstrap, topic)
         async with asyncio.timeout(10):
             while True:
                 if topic not in await client.topics():

@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 import consumergroup as cg
 from consumergroup.client import Client
 from consumergroup.integrations._service import ServiceHealth
 from tests.conftest import unique
-from tests.helpers import produce
+from tests.helpers import delete_topic, produce
 from tests.integration.group_support import Recorder, running_member, wait_for
 
 pytestmark = pytest.mark.slow
@@ -54,12 +53,7 @@ async def test_a_topic_deleted_and_recreated_is_picked_up_again(bootstrap: str) 
     handler = Recorder()
     async with running_member(bootstrap, unique(), [topic], handler) as (member, task):
         await wait_for(lambda: len(handler.seen) == 1, 30, "the first record")
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            await admin.delete_topics([topic])
-        finally:
-            await admin.close()
+        await delete_topic(bootstrap, topic)
         await wait_for(lambda: waiting_for(member, topic), 30, "the member to wait for the topic")
         async with Client([bootstrap]) as client:
             await client.create_topic(topic, 1)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
 
 from consumergroup.client import Client
 from consumergroup.errors import ConfigurationError
 from consumergroup.group.offsets import OffsetManager
 from consumergroup.integrations._spark_plan import OffsetRange
+from tests import helpers
 from tests.conftest import TopicFactory, unique
 from tests.integration.test_spark import fill
 
@@ -79,12 +79,7 @@ async def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> d
 
 
 async def delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-    finally:
-        await admin.close()
+    await helpers.delete_topic(bootstrap, topic)
     async with Client([bootstrap]) as client:  # wait until the metadata no longer lists it
         for _ in range(100):
             await client.refresh_metadata(topic)
