@@ -12,14 +12,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"sort"
-	"syscall"
 	"time"
 
 	"consumergroup/tests/peers/peerio"
@@ -91,14 +88,7 @@ func main() {
 		log.Fatalf("franz-peer: %v", err)
 	}
 
-	ctx, stop := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	go func() { <-signals; stop() }()
-	go func() { // a line on stdin, or stdin closing (the harness went away), stops the peer
-		bufio.NewReader(os.Stdin).ReadString('\n')
-		stop()
-	}()
+	ctx, stop := peerio.StopContext()
 	throughput := op.Throughput
 	if !throughput {
 		go o.FlushEvery()

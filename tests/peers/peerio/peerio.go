@@ -4,11 +4,13 @@ package peerio
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,4 +201,18 @@ func ParseOptions(name string) Options {
 		InstanceID: *instanceID, ClientID: *clientID, Records: *records,
 		CommitInterval: seconds(*commitInterval),
 	}
+}
+
+// StopContext is cancelled by SIGTERM or SIGINT, by a line on stdin, or by stdin closing
+// (the harness went away): every way a harness asks a peer to finish.
+func StopContext() (context.Context, context.CancelFunc) {
+	ctx, stop := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-signals; stop() }()
+	go func() {
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		stop()
+	}()
+	return ctx, stop
 }

@@ -9,15 +9,11 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"consumergroup/tests/peers/peerio"
@@ -170,14 +166,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("sarama-peer: %v", err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	go func() { <-signals; stop() }()
-	go func() { // a line on stdin, or stdin closing (the harness went away), stops the peer
-		bufio.NewReader(os.Stdin).ReadString('\n')
-		stop()
-	}()
+	ctx, stop := peerio.StopContext()
 	go func() {
 		for err := range cg.Errors() {
 			fmt.Fprintf(os.Stderr, "sarama-peer: %v\n", err)
