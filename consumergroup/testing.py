@@ -408,6 +408,18 @@ def _fetch_jars(home: Path, lib: Path) -> None:
         )
 
 
+def _new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A random id as Kafka's own ``Uuid.randomUuid`` makes one: never starting with '-'.
+
+    Kafka's tools parse their arguments with argparse4j, which reads a value that starts with
+    '-' as an option; one random base64 id in 64 does.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class _Node:
     """One KRaft node (broker and controller in one JVM) and its files."""
 
@@ -493,7 +505,7 @@ class KafkaCluster(AsyncResource):
                 )
         self.start_timeout = start_timeout
         self.extra_properties = dict(extra_properties or {})
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = _new_cluster_id()
         self.log_dir = _owned_dir("kafka")
         self._nodes = [_Node(i, self.log_dir, self.listeners) for i in range(nodes)]
         self._classpath = ""
@@ -605,8 +617,8 @@ class KafkaCluster(AsyncResource):
             java,
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            self.cluster_id,
+            # One argument: an id that began with '-' would read as an option.
+            f"--cluster-id={self.cluster_id}",
             "--config",
             str(node.properties),
             "--ignore-formatted",

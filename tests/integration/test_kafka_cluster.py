@@ -126,3 +126,13 @@ async def test_a_failed_download_says_what_maven_said(
     with pytest.raises(KafkaClusterError, match=r"(?s)Maven Central is reachable.*no network"):
         async with KafkaCluster():
             pass
+
+
+async def test_a_cluster_id_starting_with_a_dash_still_formats() -> None:
+    # The storage tool once read such an id as an option; the id goes as one argument now.
+    kc = KafkaCluster()
+    kc.cluster_id = "-" + kc.cluster_id[1:]
+    async with kc:
+        topic = unique("dash")
+        await kc.create_topic(topic, partitions=1)
+        await produce(kc.bootstrap, topic, [b"x"])
