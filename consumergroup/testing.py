@@ -30,6 +30,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import random
 import re
 import shutil
 import signal
@@ -146,12 +147,33 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections and ``bind(0)``."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now.
+
+    Picked below the kernel's ephemeral range when there is room: a broker binds its port
+    seconds after this returns (a JVM starting), and in that window any outgoing connection
+    of the test run could be given a port from the ephemeral range, failing the bind.
+    """
+    low, _ = _ephemeral_range()
+    candidates = [random.randrange(10000, low) for _ in range(20)] if low > 11000 else []
+    for port in [*candidates, 0]:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            chosen: int = sock.getsockname()[1]
+            return chosen
+    raise OSError("no free TCP port on 127.0.0.1")  # bind(0) failed: out of ports
 
 
 class EmbeddedBroker(AsyncResource):
@@ -322,6 +344,9 @@ _JVM_FLAGS = (
     "-Djava.awt.headless=true",
 )
 
+
+#: Starts tried when a node could not bind a port it was given (another process took it).
+_START_ATTEMPTS = 3
 
 _LISTENER_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -591,15 +616,40 @@ class KafkaCluster(AsyncResource):
             java = _java()
             self._classpath = await asyncio.to_thread(kafka_classpath)
             (self.log_dir / "log4j2.properties").write_text(_LOG4J2)
-            for node in self._nodes:
-                node.properties.write_text(self._server_properties(node))
-            await asyncio.gather(*(self._format(java, node) for node in self._nodes))
-            for node in self._nodes:
-                await self._launch(java, node)
-            await self._wait_ready(self._nodes)
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                try:
+                    await self._start_nodes(java)
+                    return
+                except KafkaClusterError:
+                    # A port picked free was taken before the JVM bound it: new ports, anew.
+                    if attempt == _START_ATTEMPTS or not self._lost_a_port():
+                        raise
+                await self._renew_nodes()
         except BaseException:
             await self.close()
             raise
+
+    async def _start_nodes(self, java: str) -> None:
+        for node in self._nodes:
+            node.properties.write_text(self._server_properties(node))
+        await asyncio.gather(*(self._format(java, node) for node in self._nodes))
+        for node in self._nodes:
+            await self._launch(java, node)
+        await self._wait_ready(self._nodes)
+
+    def _lost_a_port(self) -> bool:
+        for node in self._nodes:
+            with contextlib.suppress(OSError):
+                if "Address already in use" in node.log_path.read_text(errors="replace"):
+                    return True
+        return False
+
+    async def _renew_nodes(self) -> None:
+        """Every node killed and its files gone, then the same nodes on fresh ports."""
+        await asyncio.gather(*(node.kill() for node in self._nodes))
+        for node in self._nodes:
+            shutil.rmtree(node.home, ignore_errors=True)
+        self._nodes = [_Node(n.node_id, self.log_dir, self.listeners) for n in self._nodes]
 
     def _java_command(self, java: str, main: str, *args: str) -> list[str]:
         return [

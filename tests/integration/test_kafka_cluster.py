@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -136,3 +137,17 @@ async def test_a_cluster_id_starting_with_a_dash_still_formats() -> None:
         topic = unique("dash")
         await kc.create_topic(topic, partitions=1)
         await produce(kc.bootstrap, topic, [b"x"])
+
+
+async def test_a_port_taken_before_the_node_binds_it_gets_new_ports() -> None:
+    # free_port() is only a guess: another process may bind the port before the JVM does.
+    kc = KafkaCluster()
+    taken = kc._nodes[0].port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        async with kc:
+            assert kc._nodes[0].port != taken
+            topic = unique("port")
+            await kc.create_topic(topic, partitions=1)
+            await produce(kc.bootstrap, topic, [b"x"])

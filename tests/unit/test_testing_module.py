@@ -1,10 +1,11 @@
-"""The id KafkaCluster formats its storage with."""
+"""consumergroup.testing's pure parts: the cluster id and the ports the brokers get."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
-from consumergroup.testing import _new_cluster_id
+from consumergroup.testing import _ephemeral_range, _new_cluster_id, free_port
 
 
 def test_an_id_never_starts_with_a_dash() -> None:
@@ -23,3 +24,14 @@ def test_an_id_is_22_url_safe_characters() -> None:
         assert set(cluster_id) <= set(
             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         )
+
+
+def test_a_free_port_is_outside_the_ephemeral_range_and_bindable() -> None:
+    # Outgoing connections take ports from the ephemeral range; a broker's port must not be
+    # one of them in the seconds before the broker binds it.
+    low, high = _ephemeral_range()
+    for _ in range(50):
+        port = free_port()
+        assert not low <= port <= high
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
