@@ -18,8 +18,12 @@ The consumer group protocol (KIP-848) adds: FENCED_MEMBER_EPOCH and UNKNOWN_MEMB
 :data:`FENCED`; UNRELEASED_INSTANCE_ID is transient (the previous holder of a static
 member's instance id has not left yet: it is released when its session times out);
 UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED and INVALID_REGULAR_EXPRESSION are fatal
-(the configuration, or the broker's, must change); STALE_MEMBER_EPOCH on a commit is
-retried under the member's new epoch (see the group's offset manager).
+(the configuration, or the broker's, must change); STALE_MEMBER_EPOCH on a commit or
+an OffsetFetch (a heartbeat moved the member's epoch while the request was on its way)
+is sent again under the epoch the next heartbeat brings (see the group's offset
+manager), and is a :data:`REJOIN` answer where no heartbeat runs yet (the claims of a
+join: joining again brings the current epoch). An OffsetFetch refused as FENCED ends
+the session as fenced: ``on_lost``, rejoin with epoch 0.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .errors import (
     NotCoordinatorError,
     RebalanceInProgressError,
     RequestTimedOutError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
@@ -66,11 +71,13 @@ FENCED: tuple[type[ConsumerGroupError], ...] = (
 #: Membership answers that are not Kafka-retriable but are cured by trying again later.
 RETRY_LATER: tuple[type[ConsumerGroupError], ...] = (UnreleasedInstanceIdError,)
 
-#: Answers that end a join attempt but are cured by joining again.
+#: Answers that end a join attempt but are cured by joining again (a stale member epoch:
+#: the join's heartbeat brings the current one).
 REJOIN: tuple[type[ConsumerGroupError], ...] = (
     *FENCED,
     RebalanceInProgressError,
     MemberIdRequiredError,
+    StaleMemberEpochError,
 )
 
 #: Errors after which a group's coordinator must be looked up again: it moved, is

@@ -443,6 +443,7 @@ class ConsumerGroup(AsyncResource):
             generation_id=generation.generation_id,
             instance_id=self._membership.instance_id,
             on_commit=self._on_commit,
+            member_fetch=isinstance(self._membership, ConsumerMembership),
         )
         claims, unknown = await self._open_claims(offsets, topics, assigned)
         session = ConsumerGroupSession(

@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from ..errors import ConsumerGroupError, KafkaError, error_for_code
-from ..net.protocol import OffsetCommitRequest, OffsetFetchRequest
+from ..errors import ConsumerGroupError, KafkaError, StaleMemberEpochError, error_for_code
+from ..net.protocol import OffsetCommitRequest, OffsetFetchRequest, offset_fetch_topics
 from ..retry import COORDINATOR_LOST, retrying
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ T = TypeVar("T")
 _PURPOSE = "offsets"
 #: Receives every OffsetCommit round trip: (latency in seconds, error or None).
 CommitObserver = Callable[[float, BaseException | None], None]
+#: Waits for the member's next epoch (a heartbeat's answer); False when there is none.
+NextEpoch = Callable[[], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -64,7 +66,10 @@ class OffsetManager:
 
     ``member_id``/``generation_id`` are the session's and are sent with every commit
     (the defaults suit a read-only use such as ``fetch_committed``). ``on_commit``
-    sees every OffsetCommit round trip.
+    sees every OffsetCommit round trip. ``member_fetch`` (a member of a consumer-protocol
+    group): OffsetFetch carries the member id and epoch too, which the coordinator
+    checks; a fetch refused as STALE_MEMBER_EPOCH goes again once ``next_epoch`` (set by
+    the session that owns this manager) has brought the member's current epoch.
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class OffsetManager:
         generation_id: int = -1,
         instance_id: str | None = None,
         on_commit: CommitObserver | None = None,
+        member_fetch: bool = False,
     ) -> None:
         self._client = client
         self.group = group
@@ -93,6 +99,8 @@ class OffsetManager:
         self.generation_id = generation_id
         self.instance_id = instance_id
         self._on_commit = on_commit
+        self._member_fetch = member_fetch
+        self.next_epoch: NextEpoch | None = None
 
     # -------------------------------------------------------------- fetch / assign
 
@@ -108,18 +116,34 @@ class OffsetManager:
 
         async def attempt() -> dict[TopicPartition, tuple[int, str]]:
             conn = await self._client.coordinator(self.group, _PURPOSE)
-            resp = await conn.send(OffsetFetchRequest(self.group, list(by_topic.items())))
-            top = getattr(resp, "error_code", 0)
+            member = self._member_fetch
+            resp = await conn.send(
+                OffsetFetchRequest(
+                    self.group,
+                    list(by_topic.items()),
+                    member_id=self.member_id if member else None,
+                    member_epoch=self.generation_id if member else -1,
+                )
+            )
+            top, topics = offset_fetch_topics(resp)
             if top:
                 raise error_for_code(top)(f"OffsetFetch for group {self.group!r}")
             out: dict[TopicPartition, tuple[int, str]] = {}
-            for topic, parts in resp.topics:
+            for topic, parts in topics:
                 for partition, offset, metadata, code in parts:
                     if code:
                         raise error_for_code(code)(f"OffsetFetch {topic}/{partition}")
                     out[(topic, partition)] = (offset, metadata or "")
             return out
 
+        for _ in range(self._config.consumer.offsets.retry.max):
+            try:
+                return await self._with_coordinator("OffsetFetch", attempt)
+            except StaleMemberEpochError:
+                # A heartbeat moved the member to a newer epoch while this fetch was on
+                # its way: again under the epoch the next heartbeat brings.
+                if self.next_epoch is None or not await self.next_epoch():
+                    raise
         return await self._with_coordinator("OffsetFetch", attempt)
 
     def assign(

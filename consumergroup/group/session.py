@@ -48,7 +48,7 @@ from ..errors import (
     StaleMemberEpochError,
     UnknownMemberIdError,
 )
-from ..retry import REJOIN, is_transient
+from ..retry import FENCED, REJOIN, is_transient
 from . import session_tasks
 from .consumer_membership import ConsumerMembership
 from .ending import EndCause
@@ -155,6 +155,7 @@ class ConsumerGroupSession:
 
             assert subscription is not None
             self._consumer_heartbeat = ConsumerHeartbeat(self, membership, subscription)
+            offsets.next_epoch = self._next_epoch
         elif generation.cooperative:
             self._rejoin = CooperativeRejoin(
                 self, membership, self.reconciler, list(partition_counts), rebalancing
@@ -362,11 +363,12 @@ class ConsumerGroupSession:
         self.generation_id = self.offsets.generation_id = generation_id
 
     async def _next_epoch(self) -> bool:
-        """The consumer protocol, after a commit answered STALE_MEMBER_EPOCH: wait for the
-        next heartbeat's epoch; False when there is none to wait for (classic, or ending)."""
+        """The consumer protocol, after a commit or fetch answered STALE_MEMBER_EPOCH: wait
+        for the next heartbeat's epoch; False when there is none to wait for (classic, or
+        ending)."""
         if self._consumer_heartbeat is None or self.done.is_set():
             return False
-        self.log.info("commit carried a stale member epoch; committing again")
+        self.log.info("an offset request carried a stale member epoch; sending it again")
         await self._consumer_heartbeat.next_epoch()
         return True
 
@@ -380,7 +382,11 @@ class ConsumerGroupSession:
 
     def _end_start_failed(self, partitions: Sequence[TopicPartition], exc: Exception) -> None:
         """Newly assigned partitions could not be started: rejoin (a transient error), or
-        end run() (any other)."""
+        end run() (any other). Their OffsetFetch refused as a fencing answer (a KIP-848
+        member's id or epoch the coordinator no longer knows): the partitions are lost."""
+        if isinstance(exc, FENCED):
+            self.end(EndCause.FENCED, f"could not start the claims {list(partitions)}: {exc}")
+            return
         fatal = None if is_transient(exc) else exc
         self.end(
             EndCause.START_FAILED, f"could not start the claims {list(partitions)}: {exc}", fatal

@@ -28,7 +28,6 @@ from aiokafka.protocol.admin import (
     SaslHandShakeRequest,
 )
 from aiokafka.protocol.api import Request, RequestStruct, Response
-from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
@@ -43,6 +42,7 @@ from .group_protocol import (
 )
 from .kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .metadata import MetadataRequest
+from .offset_fetch import OffsetFetchRequest, offset_fetch_topics
 
 __all__ = [
     "API_NAMES",
@@ -73,6 +73,7 @@ __all__ = [
     "common_version",
     "decode_response",
     "encode_request",
+    "offset_fetch_topics",
     "prepare",
 ]
 

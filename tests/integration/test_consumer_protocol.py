@@ -20,7 +20,9 @@ import pytest
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
-from consumergroup.errors import StaleMemberEpochError
+from consumergroup.errors import StaleMemberEpochError, UnknownMemberIdError
+from consumergroup.group.consumer_membership import ConsumerMembership
+from consumergroup.group.offsets import OffsetManager
 from consumergroup.net.protocol import OffsetCommitRequest
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.conftest import unique
@@ -591,6 +593,57 @@ async def test_a_commit_refused_as_stale_member_epoch_goes_again_under_the_curre
             assert [len(member.sessions), member.lost] == [1, []]
             assert group_member.state is cg.GroupState.STABLE
     await committed_equals_end(kafka_cluster.bootstrap, group, topic)
+
+
+@kafka_only
+async def test_offset_fetch_carries_the_member_epoch_and_a_stale_one_goes_again(
+    kafka: str,
+) -> None:
+    topic = await new_kafka_topic(kafka, 2)
+    group = unique()
+    config = consumer_protocol_config()
+    async with ClusterAdmin([kafka]) as admin:
+        await admin.commit_offsets(group, {(topic, 0): 5})
+    async with Client([kafka], config) as client:
+        membership = ConsumerMembership(client, group, config)
+        await membership.join([topic], owned={})
+        epoch = membership.member_epoch
+        assert epoch > 0
+
+        def manager(member_id: str, member_epoch: int) -> OffsetManager:
+            return OffsetManager(
+                client,
+                group,
+                config,
+                member_id=member_id,
+                generation_id=member_epoch,
+                member_fetch=True,
+            )
+
+        # The coordinator checks both: an epoch that is not the member's is refused...
+        refused = manager(membership.member_id, epoch + 1)
+        with pytest.raises(StaleMemberEpochError):
+            await refused.fetch_committed([(topic, 0)])
+        # ...and so is a member it does not know (the member's lost path).
+        with pytest.raises(UnknownMemberIdError):
+            await manager("not-a-member", epoch).fetch_committed([(topic, 0)])
+
+        # A stale fetch goes again under the epoch the next heartbeat brings.
+        offsets = manager(membership.member_id, epoch + 1)
+        heartbeats = 0
+
+        async def next_epoch() -> bool:
+            nonlocal heartbeats
+            heartbeats += 1
+            await membership.heartbeat(None, {})
+            offsets.generation_id = membership.member_epoch
+            return True
+
+        offsets.next_epoch = next_epoch
+        committed = await offsets.fetch_committed([(topic, 0), (topic, 1)])
+        assert committed == {(topic, 0): (5, ""), (topic, 1): (-1, "")}
+        assert heartbeats == 1
+        await membership.leave()
 
 
 @kafka_only

@@ -1,5 +1,5 @@
 """Flexible codecs of our own: ConsumerGroupHeartbeat/Describe (KIP-848), Metadata v11-v12
-(topic ids), OffsetCommit v8-v9 (member epoch).
+(topic ids), OffsetCommit v8-v9 and OffsetFetch v9 (member epoch).
 
 Expected bytes are built by hand from Apache Kafka's message definitions (the JSON schemas
 in kafka-clients), independently of the code under test: every version is encoded against
@@ -22,7 +22,9 @@ from consumergroup.net.protocol import (
     ConsumerGroupHeartbeatRequest,
     MetadataRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     codec_versions,
+    offset_fetch_topics,
     prepare,
 )
 from tests.unit.test_group_protocol import i16, i32, i64
@@ -74,6 +76,7 @@ def test_versions_offered() -> None:
     assert versions[69] == (0, 1)
     assert versions[3] == (0, 12)
     assert versions[8] == (2, 9)
+    assert versions[9] == (1, 9)
 
 
 def test_flexible_versions_use_the_v2_request_header() -> None:
@@ -276,3 +279,51 @@ def test_offset_commit_flexible_versions(version: int) -> None:
     )
     [(topic, [(partition_id, code, _)], _)] = resp.topics
     assert (topic, partition_id, code) == ("t", 0, 113)
+
+
+# --- OffsetFetch v9 (and the classic v1-v3) ---------------------------------------------------
+
+KAFKA_4_OFFSET_FETCH = {9: (1, 10)}  # what Apache Kafka 4.x advertises
+
+
+def test_offset_fetch_v9_carries_member_id_and_epoch() -> None:
+    request = OffsetFetchRequest("g", [("t", [0, 3])], member_id="m", member_epoch=7)
+    struct_ = prepare(request, KAFKA_4_OFFSET_FETCH, "b:9092")
+    assert struct_.API_VERSION == 9
+    assert struct_.FLEXIBLE_VERSION
+    topic = cstr("t") + carray([i32(0), i32(3)]) + TAGS
+    group = cstr("g") + cstr("m") + i32(7) + carray([topic]) + TAGS
+    assert struct_.encode() == carray([group]) + i8(0) + TAGS  # require_stable false
+
+
+def test_offset_fetch_without_a_member_stays_classic() -> None:
+    struct_ = prepare(OffsetFetchRequest("g", [("t", [0])]), KAFKA_4_OFFSET_FETCH, "b:9092")
+    assert struct_.API_VERSION == 3
+    assert struct_.encode() == i16(1) + b"g" + i32(1) + i16(1) + b"t" + i32(1) + i32(0)
+
+
+def test_offset_fetch_with_a_member_needs_v9() -> None:
+    request = OffsetFetchRequest("g", [("t", [0])], member_id="m", member_epoch=1)
+    with pytest.raises(UnsupportedVersionError, match="OffsetFetch"):
+        prepare(request, {9: (1, 8)}, "b:9092")
+
+
+def test_offset_fetch_v9_response() -> None:
+    struct_ = at(OffsetFetchRequest("g", [("t", [0, 1])], member_id="m", member_epoch=7), 9)
+    partitions = [
+        i32(0) + i64(42) + i32(5) + cstr("meta") + i16(0) + TAGS,
+        i32(1) + i64(-1) + i32(-1) + cstr(None) + i16(0) + TAGS,
+    ]
+    group = cstr("g") + carray([cstr("t") + carray(partitions) + TAGS]) + i16(0) + TAGS
+    resp = decode(struct_, i32(0) + carray([group]) + TAGS)
+    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0), (1, -1, None, 0)])])
+    # A stale epoch is the group's error (113), with no topics.
+    stale = decode(struct_, i32(0) + carray([cstr("g") + carray([]) + i16(113) + TAGS]) + TAGS)
+    assert offset_fetch_topics(stale) == (113, [])
+
+
+def test_offset_fetch_v3_response() -> None:
+    struct_ = at(OffsetFetchRequest("g", [("t", [0])]), 3)
+    partition = i32(0) + i64(42) + i16(4) + b"meta" + i16(0)
+    resp = decode(struct_, i32(0) + i32(1) + i16(1) + b"t" + i32(1) + partition + i16(0))
+    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0)])])

@@ -1,0 +1,155 @@
+"""OffsetFetch: aiokafka's v1-v3 for the classic protocol, v9 of our own for KIP-848 members.
+
+aiokafka 0.14 ships OffsetFetch v1-v3 only. A member of a consumer-protocol group fetches
+with its member id and member epoch, which the coordinator checks (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH), as the Java client does; that needs v9. Following Apache Kafka's
+message definition (``OffsetFetchRequest.json``; flexible since v6):
+
+* v8 replaces the request's group id and topics by a ``groups`` array (one request may
+  ask for several groups), each ``(group_id, topics)``; the response answers per group,
+  with the group's error code, and each partition carries ``committed_leader_epoch``.
+* v9 adds ``member_id`` (nullable) and ``member_epoch`` (-1: none) to each group.
+* v10 names topics by id (not written: v9 is what a member needs).
+
+A request without a member goes at v1-v3, as it always did (every broker, Tansu
+included, answers those); one with a member goes at v9, which every broker offering
+the consumer group protocol has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka.protocol.api import Request, RequestStruct
+from aiokafka.protocol.commit import (
+    OffsetFetchRequest_v1,
+    OffsetFetchRequest_v2,
+    OffsetFetchRequest_v3,
+)
+from aiokafka.protocol.types import Boolean, CompactArray, Int16, Int32, Int64, Schema
+
+from .flexible import STR, request_version, struct, tagged
+
+__all__ = ["OffsetFetchRequest", "offset_fetch_topics"]
+
+#: ``[(topic, [(partition, committed offset, metadata, error code)])]``
+FetchedTopics = list[tuple[str, list[tuple[int, int, str | None, int]]]]
+
+_REQUEST_V9 = Schema(
+    *tagged(
+        (
+            "groups",
+            struct(
+                ("group_id", STR),
+                ("member_id", STR),
+                ("member_epoch", Int32),
+                ("topics", struct(("name", STR), ("partition_indexes", CompactArray(Int32)))),
+            ),
+        ),
+        ("require_stable", Boolean),
+    )
+)
+
+_RESPONSE_V9 = Schema(
+    *tagged(
+        ("throttle_time_ms", Int32),
+        (
+            "groups",
+            struct(
+                ("group_id", STR),
+                (
+                    "topics",
+                    struct(
+                        ("name", STR),
+                        (
+                            "partitions",
+                            struct(
+                                ("partition_index", Int32),
+                                ("committed_offset", Int64),
+                                ("committed_leader_epoch", Int32),
+                                ("metadata", STR),
+                                ("error_code", Int16),
+                            ),
+                        ),
+                    ),
+                ),
+                ("error_code", Int16),
+            ),
+        ),
+    )
+)
+
+_V9 = request_version("OffsetFetch", 9, 9, _REQUEST_V9, _RESPONSE_V9)
+_CLASSIC: tuple[type[RequestStruct], ...] = (
+    OffsetFetchRequest_v1,
+    OffsetFetchRequest_v2,
+    OffsetFetchRequest_v3,
+)
+
+
+class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
+    """The committed offsets of ``partitions`` (``[(topic, [partition, ...])]``) in
+    ``consumer_group``. With ``member_id`` (a KIP-848 member) the request carries it and
+    ``member_epoch`` and goes at v9; without, at v1-v3. Read the answer with
+    :func:`offset_fetch_topics`."""
+
+    API_KEY = 9
+
+    def __init__(
+        self,
+        consumer_group: str,
+        partitions: list[tuple[str, list[int]]],
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> None:
+        self.group = consumer_group
+        self.partitions = partitions
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+
+    def prepare(self, versions: dict[int, tuple[int, int]]) -> RequestStruct:
+        """v9 for a member, else the highest of v1-v3 the broker offers."""
+        low, high = versions.get(self.API_KEY, (0, -1))
+        candidates = (_V9,) if self.member_id is not None else _CLASSIC
+        for cls in reversed(candidates):
+            if low <= cls.API_VERSION <= high:
+                return self.build(cls)
+        # prepare() in net/protocol.py turns this into UnsupportedVersionError.
+        raise NotImplementedError(
+            "OffsetFetch with a member epoch needs v9 (Apache Kafka 4.0+)"
+            if self.member_id is not None
+            else "OffsetFetch v1-v3"
+        )
+
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
+        """The struct for ``request_struct_class``'s version."""
+        if request_struct_class.API_VERSION < 8:
+            return request_struct_class(self.group, self.partitions)
+        topics: list[tuple[str, list[int], dict[int, bytes]]] = [
+            (topic, list(parts), {}) for topic, parts in self.partitions
+        ]
+        group: tuple[str, str | None, int, object, dict[int, bytes]] = (
+            self.group,
+            self.member_id,
+            self.member_epoch,
+            topics,
+            {},
+        )
+        return request_struct_class([group], False, {})
+
+
+# Every version, so codec_versions() shows the range.
+OffsetFetchRequest._CLASSES = (*_CLASSIC, _V9)
+
+
+def offset_fetch_topics(response: Any) -> tuple[int, FetchedTopics]:
+    """An OffsetFetch answer of any version as ``(error code, topics)``: the top-level
+    code (v2-v7) or the group's (v8+; the request asked for one group)."""
+    if response.API_VERSION < 8:
+        return getattr(response, "error_code", 0), response.topics
+    _group_id, topics, code, _tags = response.groups[0]
+    return code, [
+        (name, [(p, offset, metadata, err) for p, offset, _epoch, metadata, err, _ in parts])
+        for name, parts, _ in topics
+    ]
