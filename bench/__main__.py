@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -23,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from . import harness
-from .harness import BROKERS, COOPERATIVE_PEERS, KAFKA_ONLY_PEERS, PEERS, log
+from .harness import (
+    BROKERS,
+    CONSUMER_PROTOCOL_PEERS,
+    COOPERATIVE_PEERS,
+    KAFKA_ONLY_PEERS,
+    PEERS,
+    REBALANCE_SETTINGS,
+    log,
+)
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -35,6 +44,14 @@ REBALANCE_PEERS = (
     "confluent",
     "confluent_coop",
     "aiokafka_getmany",
+)
+#: On Apache Kafka: ours eager, cooperative and on the consumer protocol (KIP-848), and
+#: librdkafka on the consumer protocol.
+KAFKA_REBALANCE_PEERS = (
+    "cg_messages",
+    "cg_messages_coop",
+    "cg_messages_consumer",
+    "confluent_consumer",
 )
 
 
@@ -61,6 +78,15 @@ def _brokers(text: str) -> list[str]:
         if name not in BROKERS:
             known = ", ".join(BROKERS)
             raise argparse.ArgumentTypeError(f"unknown broker {name!r}; known: {known}")
+    return names
+
+
+def _settings(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names:
+        if name not in REBALANCE_SETTINGS:
+            known = ", ".join(REBALANCE_SETTINGS)
+            raise argparse.ArgumentTypeError(f"unknown setting {name!r}; known: {known}")
     return names
 
 
@@ -101,8 +127,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--rebalance-peers",
         type=_peers,
-        default=list(REBALANCE_PEERS),
-        help=f"rebalance peers (default {','.join(REBALANCE_PEERS)})",
+        help=f"rebalance peers (default on Apache Kafka {','.join(KAFKA_REBALANCE_PEERS)}; "
+        f"elsewhere {','.join(REBALANCE_PEERS)}; the consumer-protocol ones need Kafka 4.x)",
+    )
+    p.add_argument(
+        "--rebalance-partitions",
+        type=_ints,
+        default=[8, 64],
+        help="partition counts of the rebalance topic (default 8,64)",
+    )
+    p.add_argument(
+        "--rebalance-settings",
+        type=_settings,
+        default=list(REBALANCE_SETTINGS),
+        help="Apache Kafka only: the broker's consumer-group heartbeat settings of the "
+        "rebalance runs, each on its own broker: 'fixture' (the test fixture's 0.5 s "
+        "interval, 6 s session), 'default' (Kafka's 5 s, 45 s) (default both)",
     )
     p.add_argument(
         "--scaling-peers",
@@ -211,6 +251,53 @@ def _meta(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
     }
 
 
+async def rebalance_runs(
+    args: argparse.Namespace, kind: str, bootstrap: str, ps: harness.Procs
+) -> list[dict[str, Any]]:
+    """The rebalance section: every partition count, and on Apache Kafka every heartbeat
+    setting (the broker of the other sections has the fixture's; another one is started
+    for each other setting)."""
+    on_kafka = kind == "kafka"
+    peers = args.rebalance_peers or list(KAFKA_REBALANCE_PEERS if on_kafka else REBALANCE_PEERS)
+    if kind == "tansu":
+        peers = [p for p in peers if p not in CONSUMER_PROTOCOL_PEERS]
+    out: list[dict[str, Any]] = []
+    for setting in args.rebalance_settings if on_kafka else [None]:
+        async with contextlib.AsyncExitStack() as stack:
+            where, procs = bootstrap, ps
+            if setting not in (None, "fixture"):
+                where, description = await stack.enter_async_context(
+                    harness.broker(None, kind, REBALANCE_SETTINGS[setting]["properties"])
+                )
+                log(f"broker for the rebalance runs ({setting}): {description}")
+                procs = await stack.enter_async_context(
+                    harness.procs(where, args.session_timeout, args.heartbeat)
+                )
+                procs.cg_set, procs.gc_mode = ps.cg_set, ps.gc_mode
+            for partitions in args.rebalance_partitions:
+                result = await harness.rebalance(
+                    procs,
+                    where,
+                    peers,
+                    args.reps,
+                    partitions,
+                    args.rate,
+                    args.size,
+                    warmup=3.0,
+                    settle=3.0,
+                    timeout=max(60.0, 10 * args.session_timeout),
+                )
+                result["setup"].update(
+                    client_heartbeat_s=args.heartbeat,
+                    setting=setting,
+                    consumer_heartbeat_s=(
+                        REBALANCE_SETTINGS[setting]["heartbeat_s"] if setting else None
+                    ),
+                )
+                out.append(result)
+    return out
+
+
 async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -> dict[str, Any]:
     """The sections on one broker (``kind``); the Spark ones go into ``results``."""
     run: dict[str, Any] = {}
@@ -246,18 +333,7 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
             assert base is not None
             run["throughput"] = await harness.throughput(ps, peers, base, args.reps, args.timeout)
         if "rebalance" in args.only:
-            run["rebalance"] = await harness.rebalance(
-                ps,
-                bootstrap,
-                args.rebalance_peers,
-                args.reps,
-                args.partitions,
-                args.rate,
-                args.size,
-                warmup=3.0,
-                settle=3.0,
-                timeout=max(60.0, 10 * args.session_timeout),
-            )
+            run["rebalance"] = await rebalance_runs(args, kind, bootstrap, ps)
         if "scaling" in args.only:
             assert base is not None
             run["scaling"] = await harness.scaling(

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,6 +63,24 @@ COOPERATIVE_PEERS = (
 )
 
 
+#: The peers on the consumer group protocol (KIP-848): Apache Kafka 4.x only; the broker
+#: sets their heartbeat interval.
+CONSUMER_PROTOCOL_PEERS = ("cg_messages_consumer", "confluent_consumer")
+
+#: The broker's consumer-group heartbeat settings the rebalance section runs under (Apache
+#: Kafka): the test fixture's lowered ones (what ``KafkaCluster`` sets) and Kafka's defaults.
+REBALANCE_SETTINGS: dict[str, dict[str, Any]] = {
+    "fixture": {"heartbeat_s": 0.5, "properties": {}},
+    "default": {
+        "heartbeat_s": 5.0,
+        "properties": {
+            "group.consumer.heartbeat.interval.ms": "5000",
+            "group.consumer.session.timeout.ms": "45000",
+        },
+    },
+}
+
+
 def log(msg: str) -> None:
     """Progress on stderr (the tables go to stdout)."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -76,9 +94,12 @@ BROKERS = ("tansu", "kafka")
 
 
 @contextlib.asynccontextmanager
-async def broker(bootstrap: str | None, kind: str = "tansu") -> AsyncIterator[tuple[str, str]]:
+async def broker(
+    bootstrap: str | None, kind: str = "tansu", properties: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, str]]:
     """``(bootstrap, description)``: the given cluster, else an embedded Tansu broker
-    (``kind="tansu"``) or a one-node Apache Kafka (``kind="kafka"``), both on loopback."""
+    (``kind="tansu"``) or a one-node Apache Kafka (``kind="kafka"``, ``properties``
+    overriding its ``server.properties``), both on loopback."""
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").split(",")[0] or None
     if bootstrap:
         yield bootstrap, f"external cluster {bootstrap}"
@@ -86,7 +107,7 @@ async def broker(bootstrap: str | None, kind: str = "tansu") -> AsyncIterator[tu
     if kind == "kafka":
         from consumergroup.testing import KAFKA_VERSION, KafkaCluster
 
-        async with KafkaCluster(nodes=1) as cluster:
+        async with KafkaCluster(nodes=1, extra_properties=properties) as cluster:
             yield cluster.bootstrap, f"Apache Kafka {KAFKA_VERSION} (1 node, KRaft, loopback)"
         return
     from consumergroup.testing import EmbeddedBroker
@@ -479,13 +500,17 @@ async def throughput(
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key, the median over the runs; nested dicts (a rebalance's phases) key by key."""
     # Keys from every run: a metric can be None in one run (no unmoved partition) only.
-    keys = list(dict.fromkeys(k for r in runs for k, v in r.items() if isinstance(v, (int, float))))
-    return {
-        k: statistics.median(r[k] for r in runs if r.get(k) is not None)
-        for k in keys
-        if any(r.get(k) is not None for r in runs)
-    }
+    keys = list(dict.fromkeys(k for r in runs for k in r))
+    out: dict[str, Any] = {}
+    for k in keys:
+        values = [r[k] for r in runs if r.get(k) is not None]
+        if values and all(isinstance(v, dict) for v in values):
+            out[k] = _medians(values)
+        elif values and all(isinstance(v, (int, float)) for v in values):
+            out[k] = statistics.median(values)
+    return out
 
 
 # ---------------------------------------------------------------------------- rebalance
@@ -569,43 +594,134 @@ def _owned(m: PeerProc, until: float = float("inf")) -> dict[int, float]:
     return owned
 
 
-def _last_deliverer(members: list[PeerProc], before: float) -> dict[int, int]:
-    """partition -> index of the member that delivered its last record before ``before``."""
+class Recorded(Protocol):
+    """What a rebalance run reads of a member: its deliveries and its events."""
+
+    items: list[tuple[int, float, int, int]]
+    events: list[dict[str, Any]]
+
+
+def _last_deliverer(
+    members: Sequence[Recorded], until: float, since: float = float("-inf")
+) -> dict[int, int]:
+    """partition -> index of the member that delivered its last record in ``[since, until)``."""
     last: dict[int, tuple[float, int]] = {}
     for i, m in enumerate(members):
         for p, t, _n, _o in m.items:
-            if t < before and t >= last.get(p, (-1.0, 0))[0]:
+            if since <= t < until and t >= last.get(p, (-1.0, 0))[0]:
                 last[p] = (t, i)
     return {p: i for p, (_t, i) in last.items()}
 
 
-def _all_flowing(
-    members: list[PeerProc], t_join: float, partitions: int, until: float = float("inf")
-) -> float | None:
-    """When every partition flows again at its owner after the join (None: not yet).
+def flowing_times(
+    members: Sequence[Recorded], t0: float, t1: float
+) -> dict[int, tuple[int, float]]:
+    """partition -> (owner, when it flowed at its owner after ``t0``), as of ``t1``.
 
-    Per partition: the member that delivered it last, which must own it at ``until``
-    (the end of the run: the peers revoke everything when they stop); its first delivery
-    at or after both the join and the time it gained the partition; the latest over
-    partitions. The newcomer must be delivering (else nothing has been rebalanced yet).
+    The owner is the member that delivered the partition last before ``t1`` and still
+    owns it then (by its own assigned/revoked events); "flowing" is its first delivery at
+    or after both ``t0`` and the time it gained the partition (an eager member re-gains
+    every partition, so a delivery before its rejoin does not count). Partitions without
+    such an owner are left out: they do not flow yet.
     """
-    newcomer = members[-1]
-    if not newcomer.items:
-        return None
-    owner = _last_deliverer(members, float("inf"))
-    if len(owner) < partitions:
-        return None
-    gained = [_owned(m, until) for m in members]
-    latest = 0.0
+    owner = _last_deliverer(members, t1, t0)
+    gained = [_owned(m, t1) for m in members]
+    out: dict[int, tuple[int, float]] = {}
     for p, i in owner.items():
         if p not in gained[i]:
-            return None
-        since = max(t_join, gained[i][p])
-        t = next((t for q, t, _n, _o in members[i].items if q == p and t >= since), None)
-        if t is None:
-            return None
-        latest = max(latest, t)
-    return latest
+            continue
+        since = max(t0, gained[i][p])
+        t = next((t for q, t, _n, _o in members[i].items if q == p and since <= t < t1), None)
+        if t is not None:
+            out[p] = (i, t)
+    return out
+
+
+def _commit_after_revoke(m: Recorded, partition: int, t0: float, t1: float) -> float | None:
+    """When ``m`` committed after revoking ``partition`` in ``[t0, t1]`` (None: it did not)."""
+    revoked = next(
+        (
+            e["t"]
+            for e in m.events
+            if e["ev"] == "revoked" and t0 <= e["t"] <= t1 and partition in e.get("parts", ())
+        ),
+        None,
+    )
+    if revoked is None:
+        return None
+    return next(
+        (e["t"] for e in m.events if e["ev"] == "committed" and e.get("ok") and e["t"] >= revoked),
+        None,
+    )
+
+
+def phase_metrics(
+    members: Sequence[Recorded], t0: float, t1: float, warmup: float, partitions: int
+) -> dict[str, Any]:
+    """Pause metrics of one membership change (a member joins or leaves at ``t0``),
+    observed until ``t1``; ``warmup``: the steady window before ``t0``.
+
+    A partition *moved* when the member delivering it last before ``t1`` is not the one
+    that delivered it last before ``t0``. Only deliveries before ``t1`` count: the peers
+    are stopped after it, one at a time, and the partitions of each go to the others
+    while the stream goes on (counting those made every partition "moved").
+    """
+    by_partition: dict[int, list[float]] = {}
+    for m in members:
+        for p, t, _n, _o in m.items:
+            if t < t1:
+                by_partition.setdefault(p, []).append(t)
+    for ts in by_partition.values():
+        ts.sort()
+    pauses = {p: _max_gap(ts, t0, t1) for p, ts in by_partition.items()}
+    baseline = {p: _max_gap(ts, t0 - warmup, t0 - 0.05) for p, ts in by_partition.items()}
+    before = _last_deliverer(members, t0)
+    after = _last_deliverer(members, t1, t0)
+    moved = [p for p in range(partitions) if before.get(p) != after.get(p)]
+    kept = [p for p in range(partitions) if p not in moved and p in pauses]
+    kept_pause = max((pauses[p] for p in kept), default=None)
+    kept_gap = max((baseline[p] for p in kept), default=None)
+    flowing = flowing_times(members, t0, t1)
+    all_flowing = max(t for _i, t in flowing.values()) if len(flowing) == partitions else None
+    # A moved partition's hand-over: from its previous owner's commit after revoking it
+    # to its first delivery at the new owner.
+    handovers = []
+    for p in moved:
+        committed = _commit_after_revoke(members[before[p]], p, t0, t1) if p in before else None
+        if committed is not None and p in flowing:
+            handovers.append(flowing[p][1] - committed)
+    return {
+        "unmoved_partitions": len(kept),
+        "unmoved_max_pause_s": kept_pause,
+        "unmoved_steady_gap_s": kept_gap,
+        # The no-pause target: the unmoved partitions' longest pause over their own
+        # longest gap in the warm-up (<= 2 passes).
+        "unmoved_pause_vs_gap": kept_pause / kept_gap if kept_pause and kept_gap else None,
+        "moved_partitions": len(moved),
+        "moved_max_pause_s": max((pauses.get(p, 0.0) for p in moved), default=None),
+        "to_all_flowing_s": None if all_flowing is None else all_flowing - t0,
+        # None when no moved partition's previous owner reported a commit after revoking.
+        "moved_after_commit_s": max(handovers) if handovers else None,
+        "moved_with_commit": len(handovers),
+    }
+
+
+async def _watch(
+    members: list[PeerProc], peer: str, done: Callable[[float], bool], timeout: float, what: str
+) -> float:
+    """Poll until ``done(now)``; returns that time. Fails when a member exited with an
+    error or after ``timeout`` (``what`` did not happen)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        await asyncio.sleep(0.1)
+        for m in members:
+            if m.proc.returncode not in (None, 0):
+                raise PeerFailed(f"{peer} exited early; stderr:\n{m.stderr_tail()}")
+        now = time.monotonic()
+        if done(now):
+            return now
+    raise PeerFailed(f"{peer}: {what} within {timeout}s")
 
 
 async def rebalance_once(
@@ -619,7 +735,8 @@ async def rebalance_once(
     settle: float,
     timeout: float,
 ) -> dict[str, Any]:
-    """Two members consume a steady stream; a third joins. Returns pause metrics."""
+    """Two members consume a steady stream; a third joins, then the first leaves.
+    Returns the pause metrics of each change (``join``, ``leave``)."""
     topic = await create_topic(bootstrap, partitions, "rebal")
     group = f"bench-rebal-{peer}-{uuid.uuid4().hex[:8]}"
     stop_producer = asyncio.Event()
@@ -627,57 +744,67 @@ async def rebalance_once(
         steady_producer(bootstrap, topic, partitions, rate, size, stop_producer)
     )
     members: list[PeerProc] = []
-    loop = asyncio.get_running_loop()
+    leaving: asyncio.Task[None] | None = None
     try:
         for _ in range(2):
             members.append(await ps.spawn(peer, topic, group, "stream"))
 
-        def all_partitions_flowing(since: float) -> bool:
-            seen = {p for m in members for (p, t, _n, _o) in m.items if t >= since}
-            return len(seen) == partitions
-
-        # Warm-up: both members own partitions and every partition is being consumed.
-        deadline = loop.time() + timeout
-        while True:
-            await asyncio.sleep(0.2)
-            for m in members:
-                if m.proc.returncode is not None:
-                    raise PeerFailed(f"{peer} exited early; stderr:\n{m.stderr_tail()}")
+        def formed(now: float) -> bool:
+            # Both members own partitions, and every partition flows since the last change.
             last_assign = max(
                 (e["t"] for m in members for e in m.events if e["ev"] == "assigned"), default=0
             )
-            if (
+            seen = {p for m in members for (p, t, _n, _o) in m.items if t >= last_assign}
+            return (
                 all(_owned(m) for m in members)
-                and time.monotonic() - last_assign > 1.0
-                and all_partitions_flowing(last_assign)
-            ):
-                break
-            if loop.time() > deadline:
-                raise PeerFailed(f"{peer}: two members never consumed every partition")
+                and now - last_assign > 1.0
+                and len(seen) == partitions
+            )
+
+        await _watch(members, peer, formed, timeout, "two members never consumed every partition")
         await asyncio.sleep(warmup)
+
         third = await ps.spawn(peer, topic, group, "stream")
         members.append(third)
-        deadline = loop.time() + timeout
-        t_join: float | None = None
-        t_all: float | None = None
-        while loop.time() < deadline:
-            await asyncio.sleep(0.1)
-            if third.proc.returncode is not None:
-                raise PeerFailed(f"{peer} exited early; stderr:\n{third.stderr_tail()}")
+
+        def joined(now: float) -> bool:
             start = third.first("start")
             if start is None:
-                continue
-            t_join = start["t"]
-            t_all = _all_flowing(members, t_join, partitions)
-            if t_all is not None and time.monotonic() - t_all > settle:
-                break
-        if t_join is None or t_all is None:
-            raise PeerFailed(
-                f"{peer}: the third member did not get to consume within {timeout}s; "
-                f"stderr:\n{third.stderr_tail()}"
+                return False
+            flowing = flowing_times(members, start["t"], now)
+            return (
+                len(flowing) == partitions
+                and any(i == 2 for i, _t in flowing.values())
+                and now - max(t for _i, t in flowing.values()) > settle
             )
+
+        t_joined = await _watch(
+            members, peer, joined, timeout, "the third member did not get to consume"
+        )
+        start = third.first("start")
+        assert start is not None
+        t_join = start["t"]
+        await asyncio.sleep(max(0.0, warmup - (time.monotonic() - t_joined)))
+
+        leaver = members[0]
+        t_leave = time.monotonic()
+        leaving = asyncio.create_task(leaver.stop())
+
+        def left(now: float) -> bool:
+            flowing = flowing_times(members, t_leave, now)
+            return (
+                len(flowing) == partitions
+                and all(i != 0 for i, _t in flowing.values())
+                and now - max(t for _i, t in flowing.values()) > settle
+            )
+
+        t_left = await _watch(
+            members, peer, left, timeout, "the others did not take the leaving member's partitions"
+        )
         t_end = time.monotonic()
     finally:
+        if leaving is not None:
+            await leaving
         for m in members:
             await m.stop()
             with contextlib.suppress(ValueError):
@@ -685,51 +812,27 @@ async def rebalance_once(
         stop_producer.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(producer, 30)
-    # Recompute with every record in (the last flush arrives on stop).
-    t_all = _all_flowing(members, t_join, partitions, t_end) or t_all
-    by_partition: dict[int, list[float]] = {}
-    for m in members:
-        for p, t, _n, _o in m.items:
-            by_partition.setdefault(p, []).append(t)
-    for ts in by_partition.values():
-        ts.sort()
-    pauses = {p: _max_gap(ts, t_join, t_end) for p, ts in by_partition.items()}
-    baseline = {p: _max_gap(ts, t_join - warmup, t_join - 0.05) for p, ts in by_partition.items()}
-    # A partition moved when the member delivering it after the rebalance is not the one
-    # that delivered it before the join.
-    before = _last_deliverer(members, t_join)
-    after = _last_deliverer(members, float("inf"))
-    moved = [p for p in pauses if before.get(p) != after.get(p)]
-    kept = [p for p in pauses if p not in moved]
-    kept_pause = max((pauses[p] for p in kept), default=None)
-    kept_gap = max((baseline[p] for p in kept), default=None)
-    items = [i for m in members for i in m.items]
-    cov = _coverage(items)
-    delivered = sum(c[0] for c in cov.values())
-    distinct = sum(c[1] for c in cov.values())
-    generations = max(sum(1 for e in m.events if e["ev"] == "assigned") for m in members)
+    cov = _coverage([i for m in members for i in m.items if i[1] < t_end])
     return {
-        "max_pause_s": max(pauses.values()),
-        "median_partition_pause_s": statistics.median(pauses.values()),
-        "unmoved_partitions": len(kept),
-        "unmoved_max_pause_s": kept_pause,
-        "unmoved_steady_gap_s": kept_gap,
-        # The no-pause target: the unmoved partitions' longest pause over their own
-        # longest gap in the warm-up (<= 2 passes).
-        "unmoved_pause_vs_gap": kept_pause / kept_gap if kept_pause and kept_gap else None,
-        "moved_partitions": len(moved),
-        "moved_max_pause_s": max((pauses[p] for p in moved), default=None),
-        "join_to_all_consuming_s": t_all - t_join,
+        "join": phase_metrics(members, t_join, t_leave, warmup, partitions),
+        "leave": phase_metrics(members, t_leave, t_end, warmup, partitions),
         "spawn_to_join_s": t_join - third.t_spawn,
-        "baseline_max_gap_s": max(baseline.values()) if baseline else None,
-        "redelivered": delivered - distinct,
-        "partitions_seen": len(by_partition),
-        "assignments_per_member_max": generations,
+        "redelivered": sum(c[0] for c in cov.values()) - sum(c[1] for c in cov.values()),
+        "phase_seconds": {"join": t_joined - t_join, "leave": t_left - t_leave},
     }
 
 
 def _s(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.2f}s"
+
+
+def _phase_line(name: str, m: dict[str, Any]) -> str:
+    return (
+        f"{name}: unmoved {_s(m['unmoved_max_pause_s'])} x{m['unmoved_partitions']} (steady gap "
+        f"{_s(m['unmoved_steady_gap_s'])}), moved {_s(m['moved_max_pause_s'])} "
+        f"x{m['moved_partitions']}, -> all flowing {_s(m['to_all_flowing_s'])}, "
+        f"after commit {_s(m['moved_after_commit_s'])}"
+    )
 
 
 async def rebalance(
@@ -744,7 +847,7 @@ async def rebalance(
     settle: float,
     timeout: float,
 ) -> dict[str, Any]:
-    """Interleaved rebalance runs; per peer: every run and the medians."""
+    """Interleaved rebalance runs; per peer: every run and the medians (per phase)."""
     result = await interleave(
         peers,
         reps,
@@ -752,14 +855,9 @@ async def rebalance(
         lambda peer: rebalance_once(
             ps, bootstrap, peer, partitions, rate, size, warmup, settle, timeout
         ),
-        lambda m: (
-            f"longest pause {m['max_pause_s']:.2f}s (unmoved {_s(m['unmoved_max_pause_s'])} "
-            f"x{m['unmoved_partitions']}, steady gap {_s(m['unmoved_steady_gap_s'])}; moved "
-            f"{_s(m['moved_max_pause_s'])} x{m['moved_partitions']}), join -> all consuming "
-            f"{m['join_to_all_consuming_s']:.2f}s, redelivered {m['redelivered']}"
-        ),
+        lambda m: f"{_phase_line('join', m['join'])}; {_phase_line('leave', m['leave'])}",
     )
-    setup = {"partitions": partitions, "rate": rate, "size": size, "members": "2 -> 3"}
+    setup = {"partitions": partitions, "rate": rate, "size": size, "members": "2 -> 3 -> 2"}
     return {"setup": setup, **result}
 
 

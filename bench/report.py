@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .harness import PEERS
+from .harness import CONSUMER_PROTOCOL_PEERS, PEERS
 
 BASE = "aiokafka_getmany"
 
@@ -26,6 +26,78 @@ def _ratio(a: Any, b: Any) -> float | None:
 #: A cooperative rebalance must not pause the partitions that stay: their longest gap
 #: after the join may be at most this multiple of their longest gap before it.
 NO_PAUSE = 2.0
+
+
+#: The rebalance peers that rebalance incrementally (the no-pause and hand-over targets
+#: apply to them; an eager member revokes everything by design).
+INCREMENTAL = ("cg_messages_coop", "confluent_coop", *CONSUMER_PROTOCOL_PEERS)
+#: Ours vs librdkafka on the same protocol: join/leave -> all flowing may be at most theirs.
+SAME_PROTOCOL = {
+    "cg_messages": "confluent",
+    "cg_messages_coop": "confluent_coop",
+    "cg_messages_consumer": "confluent_consumer",
+}
+#: A moved partition flows again at most one heartbeat interval plus this after its
+#: previous owner committed it.
+HANDOVER_SLACK = 1.0
+PHASES = ("join", "leave")
+
+
+def _heartbeat(setup: dict[str, Any], peer: str) -> float | None:
+    """The heartbeat interval ``peer`` ran with: the broker's for the consumer protocol."""
+    if peer in CONSUMER_PROTOCOL_PEERS:
+        value = setup.get("consumer_heartbeat_s")
+    else:
+        value = setup.get("client_heartbeat_s")
+    return None if value is None else float(value)
+
+
+def _rebalance_heading(setup: dict[str, Any]) -> str:
+    """What a rebalance table ran under: partitions and heartbeat intervals."""
+    hb = setup.get("consumer_heartbeat_s")
+    named = {"fixture": "the test fixture's", "default": "Kafka's default"}.get(
+        setup.get("setting") or "", "as configured"
+    )
+    kip848 = f"consumer-group heartbeat {hb:g} s ({named})" if hb else "broker as configured"
+    return f"{setup['partitions']} partitions, {kip848}"
+
+
+def rebalance_targets(rb: dict[str, Any]) -> list[tuple[str, float | None, float, str]]:
+    """``(target, measured, need, verdict)`` of one rebalance table (a partition count
+    under one heartbeat setting)."""
+    med, setup = rb["median"], rb["setup"]
+    where = _rebalance_heading(setup)
+    out: list[tuple[str, float | None, float, str]] = []
+    for peer in med:
+        if peer not in INCREMENTAL:
+            continue
+        for phase in PHASES:
+            m = med[peer].get(phase, {})
+            gap = m.get("unmoved_pause_vs_gap")
+            out.append(
+                (f"{PEERS[peer]}, {phase}, {where}: unmoved pause vs steady gap", gap, NO_PAUSE,
+                 _verdict(gap, NO_PAUSE))
+            )  # fmt: skip
+            hb = _heartbeat(setup, peer)
+            handover = m.get("moved_after_commit_s")
+            if hb is not None:
+                need = hb + HANDOVER_SLACK
+                out.append(
+                    (f"{PEERS[peer]}, {phase}, {where}: moved flowing after the revoker's "
+                     "commit (s)", handover, need, _verdict(handover, need))
+                )  # fmt: skip
+    for ours, theirs in SAME_PROTOCOL.items():
+        if ours not in med or theirs not in med:
+            continue
+        for phase in PHASES:
+            a = med[ours].get(phase, {}).get("to_all_flowing_s")
+            b = med[theirs].get(phase, {}).get("to_all_flowing_s")
+            ratio = _ratio(a, b)
+            out.append(
+                (f"{PEERS[ours]} vs {PEERS[theirs]}, {phase} -> all flowing, {where}", ratio,
+                 1.0, _verdict(ratio, 1.0))
+            )  # fmt: skip
+    return out
 
 
 def _verdict(value: float | None, need: float, higher: bool = False) -> str:
@@ -143,14 +215,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         1.0,
         higher=False,
     )
-    rebalance = results.get("rebalance", {}).get("median", {})
-    for peer in ("cg_messages_coop", "confluent_coop"):
-        add(
-            f"{PEERS[peer]}: unmoved partitions' pause vs steady gap",
-            rebalance.get(peer, {}).get("unmoved_pause_vs_gap"),
-            NO_PAUSE,
-            higher=False,
-        )
+    for rb in results.get("rebalance") or []:
+        for name, value, need, verdict in rebalance_targets(rb):
+            out.append(
+                {"target": name, "measured": value, "need": f"<= {need}", "verdict": verdict}
+            )
     return out
 
 
@@ -205,37 +274,8 @@ def _run_markdown(results: dict[str, Any], quick: bool) -> list[str]:
         for peer, err in tp["errors"].items():
             lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} ||||||||| |")
         lines.append("")
-    rb = results.get("rebalance")
-    if rb:
-        s = rb["setup"]
-        lines += [
-            f"## Rebalance pause: 2 members consume {s['rate']:,} msgs/s over "
-            f"{s['partitions']} partitions; a third joins{on}",
-            "",
-            "*Unmoved*: partitions delivered by the same member before the join and after the "
-            "rebalance; *steady gap*: their longest gap between deliveries in the 3 s before "
-            f"the join; *no pause*: unmoved pause <= {NO_PAUSE}x steady gap.",
-            "",
-            "| peer | moved / unmoved partitions | unmoved: longest pause (s) | steady gap (s) "
-            "| no pause | moved: longest pause (s) | join -> all flowing (s) "
-            "| spawn -> join (s) | redelivered msgs |",
-            "|---|---:|---:|---:|---|---:|---:|---:|---:|",
-        ]
-        for peer, m in rb["median"].items():
-            lines.append(
-                f"| {PEERS[peer]} | {_f(m.get('moved_partitions'), '.0f')} / "
-                f"{_f(m.get('unmoved_partitions'), '.0f')} "
-                f"| {_f(m.get('unmoved_max_pause_s'), '.2f')} "
-                f"| {_f(m.get('unmoved_steady_gap_s'), '.2f')} "
-                f"| {_verdict(m.get('unmoved_pause_vs_gap'), NO_PAUSE)} "
-                f"| {_f(m.get('moved_max_pause_s'), '.2f')} "
-                f"| {_f(m.get('join_to_all_consuming_s'), '.2f')} "
-                f"| {_f(m.get('spawn_to_join_s'), '.2f')} "
-                f"| {_f(m.get('redelivered'), '.0f')} |"
-            )
-        for peer, err in rb["errors"].items():
-            lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||||| |")
-        lines.append("")
+    for rb in results.get("rebalance") or []:
+        lines += _rebalance_markdown(rb, on)
     sc = results.get("scaling")
     if sc:
         mem = sc["members"]
@@ -316,5 +356,54 @@ def _run_markdown(results: dict[str, Any], quick: bool) -> list[str]:
         lines.append(
             f"| {t['target']} | {_f(t['measured'], '.2f')} | {t['need']} | {t['verdict']} |"
         )
+    lines.append("")
+    return lines
+
+
+def _rebalance_markdown(rb: dict[str, Any], on: str) -> list[str]:
+    """One rebalance table: each peer's join and leave rows (the comparisons with
+    librdkafka are in the targets table)."""
+    s = rb["setup"]
+    lines = [
+        f"## Rebalance: 2 members consume {s['rate']:,} msgs/s; a third joins, then the "
+        f"first leaves — {_rebalance_heading(s)}{on}",
+        "",
+        "Classic peers heartbeat every "
+        f"{_f(s.get('client_heartbeat_s'), 'g')} s (client setting). *Unmoved*: partitions "
+        "delivered by the same member before and after the change; *steady gap*: their "
+        "longest gap between deliveries in the 3 s before it; *no pause*: unmoved pause <= "
+        f"{NO_PAUSE}x steady gap; *after commit*: a moved partition's first delivery at its "
+        "new owner after its previous owner committed it (worst partition), target <= "
+        f"heartbeat interval + {HANDOVER_SLACK:g} s; *-> all flowing*: from the change (the "
+        "newcomer's start, the leaver's stop request) until every partition delivers at its "
+        "owner. The no-pause and hand-over targets apply to incremental peers only.",
+        "",
+        "| peer | change | moved / unmoved | unmoved: longest pause (s) | steady gap (s) "
+        "| no pause | moved: longest pause (s) | moved: after commit (s) | <= hb + 1 s "
+        "| -> all flowing (s) |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---:|",
+    ]
+    for peer, med in rb["median"].items():
+        hb = _heartbeat(s, peer)
+        for phase in PHASES:
+            m = med.get(phase, {})
+            incremental = peer in INCREMENTAL
+            no_pause = _verdict(m.get("unmoved_pause_vs_gap"), NO_PAUSE) if incremental else "-"
+            handover = (
+                _verdict(m.get("moved_after_commit_s"), hb + HANDOVER_SLACK)
+                if incremental and hb is not None
+                else "-"
+            )
+            lines.append(
+                f"| {PEERS[peer]} | {phase} | {_f(m.get('moved_partitions'), '.0f')} / "
+                f"{_f(m.get('unmoved_partitions'), '.0f')} "
+                f"| {_f(m.get('unmoved_max_pause_s'), '.2f')} "
+                f"| {_f(m.get('unmoved_steady_gap_s'), '.2f')} | {no_pause} "
+                f"| {_f(m.get('moved_max_pause_s'), '.2f')} "
+                f"| {_f(m.get('moved_after_commit_s'), '.2f')} | {handover} "
+                f"| {_f(m.get('to_all_flowing_s'), '.2f')} |"
+            )
+    for peer, err in rb["errors"].items():
+        lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||||| |")
     lines.append("")
     return lines

@@ -164,6 +164,18 @@ def apply_overrides(config: cg.Config, spec: str) -> None:
     config.validate()
 
 
+class CommitEvents(cg.GroupObserver):
+    """Reports each OffsetCommit answered (the rebalance run times a moved partition's
+    hand-over from its previous owner's commit)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+
+    def on_commit(self, group_id: str, latency: float, error: BaseException | None) -> None:
+        """One ``committed`` event per commit round trip."""
+        self.rec.event("committed", ok=error is None)
+
+
 async def _flusher(rec: Recorder) -> None:
     while True:
         await asyncio.sleep(0.1)
@@ -196,6 +208,8 @@ async def amain(api: Api, cooperative: bool = False, consumer: bool = False) -> 
     stop = asyncio.Event()
     watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
     async with cg.ConsumerGroup([args.bootstrap], args.group, config) as group:
+        if stream:
+            group.add_observer(CommitEvents(rec))
         emit({"ev": "start", "t": time.monotonic()})
         runner = asyncio.create_task(group.run([args.topic], handler))
         flusher = asyncio.create_task(_flusher(rec)) if stream else None

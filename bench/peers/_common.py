@@ -11,6 +11,8 @@ stdout (one object per line; anything else on stdout is ignored by the harness):
     about to subscribe / join the group.
 ``{"ev": "assigned", "t": T, "parts": [...]}`` / ``{"ev": "revoked", ...}``
     rebalance callbacks (stream mode).
+``{"ev": "committed", "t": T, "ok": bool}``
+    an OffsetCommit answered (stream mode; the consumergroup and confluent-kafka peers).
 ``{"ev": "consumed", "items": [[partition, t, n, last_offset], ...]}``
     stream mode: ``n`` messages of ``partition`` up to ``last_offset`` were handed to
     user code at ``t`` (flushed every 100 ms).

@@ -35,8 +35,16 @@ def main(cooperative: bool = False, consumer_protocol: bool = False) -> None:
     }
     if consumer_protocol:
         strategy, timeouts = {"group.protocol": "consumer"}, {}
+    rec = Recorder(stream=True)
+
+    def on_commit(err: Any, _partitions: list[Any]) -> None:
+        # Served from consume(): the rebalance run times a moved partition's hand-over
+        # from its previous owner's commit.
+        rec.event("committed", ok=err is None)
+
     consumer = Consumer(
         {
+            "on_commit": on_commit,
             **strategy,
             **timeouts,
             "bootstrap.servers": args.bootstrap,
@@ -52,7 +60,6 @@ def main(cooperative: bool = False, consumer_protocol: bool = False) -> None:
     )
     stop = threading.Event()
     watch_stdin(stop.set)
-    rec = Recorder(stream=True)
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
         rec.event("assigned", parts=sorted(tp.partition for tp in partitions))
