@@ -150,6 +150,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=["cg_batches", "aiokafka_getmany", "confluent"],
         help="scaling peers (default cg_batches,aiokafka_getmany,confluent)",
     )
+    p.add_argument(
+        "--timeline",
+        type=Path,
+        help="write each rebalance run's per-member deliveries and events as JSON here",
+    )
     p.add_argument("--rate", type=int, default=2000, help="rebalance stream msgs/s (default 2000)")
     p.add_argument("--members", type=_ints, help="member counts (default 1,2,3,4; quick 1,2)")
     p.add_argument(
@@ -273,7 +278,7 @@ async def rebalance_runs(
                 procs = await stack.enter_async_context(
                     harness.procs(where, args.session_timeout, args.heartbeat)
                 )
-                procs.cg_set, procs.gc_mode = ps.cg_set, ps.gc_mode
+                procs.cg_set, procs.gc_mode, procs.timeline = ps.cg_set, ps.gc_mode, ps.timeline
             for partitions in args.rebalance_partitions:
                 result = await harness.rebalance(
                     procs,
@@ -308,6 +313,7 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
     ):
         ps.cg_set = ",".join(args.cg_set)
         ps.gc_mode = args.gc
+        ps.timeline = args.timeline
         log(f"broker: {description}")
         run["broker"] = description
         peers = [p for p in args.peers if kind != "tansu" or p not in KAFKA_ONLY_PEERS]

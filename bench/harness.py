@@ -310,6 +310,8 @@ class Procs:
         self.cg_set = ""
         #: ``BENCH_GC`` for every peer (``--gc``), experiments only.
         self.gc_mode = "default"
+        #: Where each rebalance run writes its members' deliveries and events (``--timeline``).
+        self.timeline: Path | None = None
 
     async def spawn(
         self,
@@ -517,9 +519,17 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def steady_producer(
-    bootstrap: str, topic: str, partitions: int, rate: int, size: int, stop: asyncio.Event
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: int,
+    size: int,
+    stop: asyncio.Event,
+    produced: dict[int, list[float]] | None = None,
 ) -> int:
-    """Produce ``rate`` msgs/s round robin over the partitions (10 ms ticks) until ``stop``."""
+    """Produce ``rate`` msgs/s round robin over the partitions (10 ms ticks) until ``stop``;
+    ``produced[p][k]``: when the ``k``-th message of partition ``p`` (its offset in a fresh
+    topic: one producer, batches retried in order) was handed to the producer."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="bench-steady", linger_ms=2)
@@ -533,7 +543,10 @@ async def steady_producer(
             due = int((loop.time() - started) * rate)
             futures = []
             while sent < due:
-                futures.append(await producer.send(topic, value, partition=sent % partitions))
+                p = sent % partitions
+                futures.append(await producer.send(topic, value, partition=p))
+                if produced is not None:
+                    produced.setdefault(p, []).append(time.monotonic())
                 sent += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.01)
@@ -549,6 +562,22 @@ def _max_gap(times: list[float], lo: float, hi: float) -> float:
     for a, b in itertools.pairwise(times):
         if b >= lo and a <= hi:
             best = max(best, b - a)
+    return best
+
+
+def _max_stall(
+    deliveries: list[tuple[float, int]], produced: list[float], lo: float, hi: float
+) -> float:
+    """Longest time a partition's records waited with none delivered, over the gaps
+    between ``deliveries`` ``(time, first offset delivered)`` that overlap ``[lo, hi]``:
+    a gap counts from its start or from when the record that ends it was produced,
+    whichever is later (a gap in which nothing was produced is no pause of the consumer's).
+    """
+    best = 0.0
+    for (a, _), (b, first) in itertools.pairwise(deliveries):
+        if b >= lo and a <= hi:
+            since = max(a, produced[first]) if 0 <= first < len(produced) else a
+            best = max(best, b - since)
     return best
 
 
@@ -637,70 +666,95 @@ def flowing_times(
     return out
 
 
-def _commit_after_revoke(m: Recorded, partition: int, t0: float, t1: float) -> float | None:
-    """When ``m`` committed after revoking ``partition`` in ``[t0, t1]`` (None: it did not)."""
+def _released(m: Recorded, partition: int, t0: float, flowed: float) -> float | None:
+    """When ``m`` was done with ``partition``, revoked in ``[t0, flowed]``: its first commit
+    after revoking it, or the revocation itself when no commit came before ``flowed`` (a
+    revocation with nothing new to commit sends none). None: ``m`` did not revoke it."""
     revoked = next(
         (
             e["t"]
             for e in m.events
-            if e["ev"] == "revoked" and t0 <= e["t"] <= t1 and partition in e.get("parts", ())
+            if e["ev"] == "revoked" and t0 <= e["t"] <= flowed and partition in e.get("parts", ())
         ),
         None,
     )
     if revoked is None:
         return None
     return next(
-        (e["t"] for e in m.events if e["ev"] == "committed" and e.get("ok") and e["t"] >= revoked),
-        None,
+        (
+            e["t"]
+            for e in m.events
+            if e["ev"] == "committed" and e.get("ok") and revoked <= e["t"] <= flowed
+        ),
+        revoked,
     )
 
 
 def phase_metrics(
-    members: Sequence[Recorded], t0: float, t1: float, warmup: float, partitions: int
+    members: Sequence[Recorded],
+    t0: float,
+    t1: float,
+    warmup: float,
+    partitions: int,
+    produced: dict[int, list[float]],
 ) -> dict[str, Any]:
     """Pause metrics of one membership change (a member joins or leaves at ``t0``),
-    observed until ``t1``; ``warmup``: the steady window before ``t0``.
+    observed until ``t1``; ``warmup``: the steady window before ``t0``; ``produced``:
+    when each record was produced (:func:`steady_producer`).
+
+    A partition's *pause* is its longest wait with records produced and none delivered
+    (:func:`_max_stall`); its *gap* the longest interval between deliveries, a producer
+    or broker hiccup included (on a loaded machine every member's partitions show the
+    same gap at once when the producer stalls).
 
     A partition *moved* when the member delivering it last before ``t1`` is not the one
     that delivered it last before ``t0``. Only deliveries before ``t1`` count: the peers
     are stopped after it, one at a time, and the partitions of each go to the others
     while the stream goes on (counting those made every partition "moved").
     """
-    by_partition: dict[int, list[float]] = {}
+    by_partition: dict[int, list[tuple[float, int]]] = {}
     for m in members:
-        for p, t, _n, _o in m.items:
+        for p, t, n, last in m.items:
             if t < t1:
-                by_partition.setdefault(p, []).append(t)
-    for ts in by_partition.values():
-        ts.sort()
-    pauses = {p: _max_gap(ts, t0, t1) for p, ts in by_partition.items()}
-    baseline = {p: _max_gap(ts, t0 - warmup, t0 - 0.05) for p, ts in by_partition.items()}
+                by_partition.setdefault(p, []).append((t, last - n + 1))
+    for ds in by_partition.values():
+        ds.sort()
+    lo = t0 - warmup
+    gaps = {p: _max_gap([t for t, _ in ds], t0, t1) for p, ds in by_partition.items()}
+    pauses = {p: _max_stall(ds, produced.get(p, []), t0, t1) for p, ds in by_partition.items()}
+    baseline = {
+        p: _max_stall(ds, produced.get(p, []), lo, t0 - 0.05) for p, ds in by_partition.items()
+    }
     before = _last_deliverer(members, t0)
     after = _last_deliverer(members, t1, t0)
     moved = [p for p in range(partitions) if before.get(p) != after.get(p)]
     kept = [p for p in range(partitions) if p not in moved and p in pauses]
     kept_pause = max((pauses[p] for p in kept), default=None)
     kept_gap = max((baseline[p] for p in kept), default=None)
+    kept_raw = max((gaps[p] for p in kept), default=None)
     flowing = flowing_times(members, t0, t1)
     all_flowing = max(t for _i, t in flowing.values()) if len(flowing) == partitions else None
     # A moved partition's hand-over: from its previous owner's commit after revoking it
     # to its first delivery at the new owner.
     handovers = []
     for p in moved:
-        committed = _commit_after_revoke(members[before[p]], p, t0, t1) if p in before else None
-        if committed is not None and p in flowing:
-            handovers.append(flowing[p][1] - committed)
+        if p not in before or p not in flowing:
+            continue
+        released = _released(members[before[p]], p, t0, flowing[p][1])
+        if released is not None:
+            handovers.append(flowing[p][1] - released)
     return {
         "unmoved_partitions": len(kept),
         "unmoved_max_pause_s": kept_pause,
         "unmoved_steady_gap_s": kept_gap,
+        "unmoved_max_raw_gap_s": kept_raw,
         # The no-pause target: the unmoved partitions' longest pause over their own
         # longest gap in the warm-up (<= 2 passes).
         "unmoved_pause_vs_gap": kept_pause / kept_gap if kept_pause and kept_gap else None,
         "moved_partitions": len(moved),
         "moved_max_pause_s": max((pauses.get(p, 0.0) for p in moved), default=None),
         "to_all_flowing_s": None if all_flowing is None else all_flowing - t0,
-        # None when no moved partition's previous owner reported a commit after revoking.
+        # None when no moved partition's previous owner reported revoking it.
         "moved_after_commit_s": max(handovers) if handovers else None,
         "moved_with_commit": len(handovers),
     }
@@ -740,8 +794,9 @@ async def rebalance_once(
     topic = await create_topic(bootstrap, partitions, "rebal")
     group = f"bench-rebal-{peer}-{uuid.uuid4().hex[:8]}"
     stop_producer = asyncio.Event()
+    produced: dict[int, list[float]] = {}
     producer = asyncio.create_task(
-        steady_producer(bootstrap, topic, partitions, rate, size, stop_producer)
+        steady_producer(bootstrap, topic, partitions, rate, size, stop_producer, produced)
     )
     members: list[PeerProc] = []
     leaving: asyncio.Task[None] | None = None
@@ -812,10 +867,27 @@ async def rebalance_once(
         stop_producer.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(producer, 30)
+    if ps.timeline is not None:
+        ps.timeline.mkdir(parents=True, exist_ok=True)
+        path = ps.timeline / f"{group}-{partitions}.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "peer": peer,
+                    "partitions": partitions,
+                    "t_join": t_join,
+                    "t_leave": t_leave,
+                    "t_end": t_end,
+                    "members": [{"items": m.items, "events": m.events} for m in members],
+                    "produced": produced,
+                }
+            )
+        )
+        log(f"  timeline: {path}")
     cov = _coverage([i for m in members for i in m.items if i[1] < t_end])
     return {
-        "join": phase_metrics(members, t_join, t_leave, warmup, partitions),
-        "leave": phase_metrics(members, t_leave, t_end, warmup, partitions),
+        "join": phase_metrics(members, t_join, t_leave, warmup, partitions, produced),
+        "leave": phase_metrics(members, t_leave, t_end, warmup, partitions, produced),
         "spawn_to_join_s": t_join - third.t_spawn,
         "redelivered": sum(c[0] for c in cov.values()) - sum(c[1] for c in cov.values()),
         "phase_seconds": {"join": t_joined - t_join, "leave": t_left - t_leave},

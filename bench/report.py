@@ -62,11 +62,17 @@ def _rebalance_heading(setup: dict[str, Any]) -> str:
     return f"{setup['partitions']} partitions, {kip848}"
 
 
+def _short(setup: dict[str, Any]) -> str:
+    """The setting in a target's name: partitions and the consumer-group heartbeat."""
+    hb = setup.get("consumer_heartbeat_s")
+    return f"{setup['partitions']} p" + (f", hb {hb:g} s" if hb else "")
+
+
 def rebalance_targets(rb: dict[str, Any]) -> list[tuple[str, float | None, float, str]]:
     """``(target, measured, need, verdict)`` of one rebalance table (a partition count
     under one heartbeat setting)."""
     med, setup = rb["median"], rb["setup"]
-    where = _rebalance_heading(setup)
+    where = _short(setup)
     out: list[tuple[str, float | None, float, str]] = []
     for peer in med:
         if peer not in INCREMENTAL:
@@ -370,18 +376,21 @@ def _rebalance_markdown(rb: dict[str, Any], on: str) -> list[str]:
         "",
         "Classic peers heartbeat every "
         f"{_f(s.get('client_heartbeat_s'), 'g')} s (client setting). *Unmoved*: partitions "
-        "delivered by the same member before and after the change; *steady gap*: their "
-        "longest gap between deliveries in the 3 s before it; *no pause*: unmoved pause <= "
+        "delivered by the same member before and after the change; *pause*: the longest "
+        "time a partition's records waited with none delivered (a gap in which the "
+        "producer sent nothing is no pause); *raw gap*: the longest interval between "
+        "deliveries, producer and broker hiccups included; *steady*: the unmoved partitions' "
+        "longest pause in the 3 s before the change; *no pause*: unmoved pause <= "
         f"{NO_PAUSE}x steady gap; *after commit*: a moved partition's first delivery at its "
         "new owner after its previous owner committed it (worst partition), target <= "
         f"heartbeat interval + {HANDOVER_SLACK:g} s; *-> all flowing*: from the change (the "
         "newcomer's start, the leaver's stop request) until every partition delivers at its "
         "owner. The no-pause and hand-over targets apply to incremental peers only.",
         "",
-        "| peer | change | moved / unmoved | unmoved: longest pause (s) | steady gap (s) "
-        "| no pause | moved: longest pause (s) | moved: after commit (s) | <= hb + 1 s "
+        "| peer | change | moved / unmoved | unmoved: pause (s) | raw gap (s) | steady (s) "
+        "| no pause | moved: pause (s) | moved: after commit (s) | <= hb + 1 s "
         "| -> all flowing (s) |",
-        "|---|---|---:|---:|---:|---|---:|---:|---|---:|",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|",
     ]
     for peer, med in rb["median"].items():
         hb = _heartbeat(s, peer)
@@ -398,12 +407,13 @@ def _rebalance_markdown(rb: dict[str, Any], on: str) -> list[str]:
                 f"| {PEERS[peer]} | {phase} | {_f(m.get('moved_partitions'), '.0f')} / "
                 f"{_f(m.get('unmoved_partitions'), '.0f')} "
                 f"| {_f(m.get('unmoved_max_pause_s'), '.2f')} "
+                f"| {_f(m.get('unmoved_max_raw_gap_s'), '.2f')} "
                 f"| {_f(m.get('unmoved_steady_gap_s'), '.2f')} | {no_pause} "
                 f"| {_f(m.get('moved_max_pause_s'), '.2f')} "
                 f"| {_f(m.get('moved_after_commit_s'), '.2f')} | {handover} "
                 f"| {_f(m.get('to_all_flowing_s'), '.2f')} |"
             )
     for peer, err in rb["errors"].items():
-        lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} |||||||| |")
+        lines.append(f"| {PEERS[peer]} | FAILED: {err.splitlines()[0]} ||||||||| |")
     lines.append("")
     return lines
