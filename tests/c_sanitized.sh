@@ -31,4 +31,5 @@ LD_PRELOAD=$(gcc -print-file-name=libasan.so) PYTHONMALLOC=malloc \
     "$python" -m pytest -q -p no:cacheprovider --durations=5 \
     -k "not no_leaks and not fuzzed and not c_and_fallback_agree and not equal_the_message_path" \
     tests/unit/test_crecords.py tests/unit/test_spark_columns.py \
-    tests/unit/test_message_stream.py tests/unit/test_decode_safety.py
+    tests/unit/test_message_stream.py tests/unit/test_decode_safety.py \
+    tests/unit/test_offset_marks.py

@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -306,10 +307,285 @@ static PyTypeObject StreamType = {
     .tp_methods = stream_methods,
 };
 
+
+/* ---- Marks: OffsetManager.mark_message in C (consumergroup/group/offsets.py) ----
+ *
+ * session.mark_message(msg) runs once per message of a messages() loop; in Python it
+ * is a function call of ~1,000 instructions, more than the iteration and the decoding's
+ * share. This does the same in C: the position marked last (one claim's messages come
+ * in runs of one partition) is compared with the message's topic and partition, and its
+ * `last` offset moves forward; on a miss the position is looked up in the manager's
+ * dict by (topic, partition), and nothing happens for a partition not owned. Slots are
+ * read and written at their offsets (bound by the constructor) when the message is
+ * exactly the bound ConsumerMessage class and the position the bound position class;
+ * any other message type goes through getattr. `forget()` drops the cached position:
+ * the manager calls it whenever its dict changes, so a released position is never
+ * marked and a re-assigned partition's new position is found.
+ */
+
+enum { M_TOPIC, M_PARTITION, M_OFFSET, N_MSG_FIELDS };
+static const char *const MSG_FIELDS[N_MSG_FIELDS] = {"topic", "partition", "offset"};
+enum { P_TOPIC, P_PARTITION, P_LAST, P_METADATA, N_POS_FIELDS };
+static const char *const POS_FIELDS[N_POS_FIELDS] = {"topic", "partition", "last", "metadata"};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *positions;       /* the manager's {(topic, partition): position} dict */
+    PyTypeObject *pos_type;    /* the position class */
+    PyTypeObject *msg_type;    /* the message class read at fixed offsets */
+    PyObject *hot;             /* the position marked last, or NULL */
+    PyObject *empty;           /* "": the default metadata */
+    Py_ssize_t msg_off[N_MSG_FIELDS];
+    Py_ssize_t pos_off[N_POS_FIELDS];
+} Marks;
+
+static PyObject *str_metadata; /* "metadata" */
+static PyObject *msg_names[N_MSG_FIELDS];
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* The byte offsets of `names` in instances of `type`: each must be an object slot
+ * (__slots__) of the class. Returns 0, or -1 with TypeError set. */
+static int
+slot_offsets(PyTypeObject *type, const char *const *names, int n, Py_ssize_t *out)
+{
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            ok = member->type == T_OBJECT_EX && !(member->flags & READONLY);
+            out[i] = member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "Marks: %.100s.%s is not a writable __slots__ member",
+                         type->tp_name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+marks_init(Marks *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *positions;
+    PyTypeObject *pos_type, *msg_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!:Marks", &PyDict_Type, &positions, &PyType_Type,
+                          &pos_type, &PyType_Type, &msg_type)) {
+        return -1;
+    }
+    if (slot_offsets(pos_type, POS_FIELDS, N_POS_FIELDS, self->pos_off) < 0 ||
+        slot_offsets(msg_type, MSG_FIELDS, N_MSG_FIELDS, self->msg_off) < 0) {
+        return -1;
+    }
+    Py_INCREF(positions);
+    Py_XSETREF(self->positions, positions);
+    Py_INCREF(pos_type);
+    Py_XSETREF(self->pos_type, pos_type);
+    Py_INCREF(msg_type);
+    Py_XSETREF(self->msg_type, msg_type);
+    Py_CLEAR(self->hot);
+    Py_XSETREF(self->empty, PyUnicode_New(0, 0));
+    return self->empty == NULL ? -1 : 0;
+}
+
+static int
+marks_traverse(Marks *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->positions);
+    Py_VISIT(self->pos_type);
+    Py_VISIT(self->msg_type);
+    Py_VISIT(self->hot);
+    return 0;
+}
+
+static int
+marks_clear(Marks *self)
+{
+    Py_CLEAR(self->positions);
+    Py_CLEAR(self->pos_type);
+    Py_CLEAR(self->msg_type);
+    Py_CLEAR(self->hot);
+    Py_CLEAR(self->empty);
+    return 0;
+}
+
+static void
+marks_dealloc(Marks *self)
+{
+    PyObject_GC_UnTrack(self);
+    marks_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* 1 when `a` equals `b` (identity first: the decoder shares one topic and partition
+ * object per chunk), 0 when not, -1 on error. */
+static inline int
+same(PyObject *a, PyObject *b)
+{
+    return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* A new reference to a slot of a position, which must be set (a dataclass sets them). */
+static PyObject *
+pos_slot(Marks *self, PyObject *pos, int field)
+{
+    PyObject *value = SLOT(pos, self->pos_off[field]);
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "Marks: position has no %s", POS_FIELDS[field]);
+    }
+    return Py_XNewRef(value);
+}
+
+/* The position of (topic, partition), as a new reference: the cached one when it
+ * matches, else the dict's (then cached). NULL with no error: not owned. */
+static PyObject *
+marks_find(Marks *self, PyObject *topic, PyObject *partition)
+{
+    PyObject *pos = Py_XNewRef(self->hot);
+    if (pos != NULL) {
+        /* References held across the comparisons, which may run Python code. */
+        PyObject *p_partition = pos_slot(self, pos, P_PARTITION);
+        PyObject *p_topic = p_partition ? pos_slot(self, pos, P_TOPIC) : NULL;
+        int hit = p_topic == NULL ? -1 : same(partition, p_partition);
+        if (hit > 0) {
+            hit = same(topic, p_topic);
+        }
+        Py_XDECREF(p_partition);
+        Py_XDECREF(p_topic);
+        if (hit) {
+            if (hit < 0) {
+                Py_CLEAR(pos);
+            }
+            return pos;
+        }
+        Py_CLEAR(pos);
+    }
+    PyObject *key = PyTuple_Pack(2, topic, partition);
+    if (key == NULL) {
+        return NULL;
+    }
+    pos = Py_XNewRef(PyDict_GetItemWithError(self->positions, key));
+    Py_DECREF(key);
+    if (pos == NULL) {
+        return NULL;
+    }
+    if (!Py_IS_TYPE(pos, self->pos_type)) {
+        PyErr_Format(PyExc_TypeError, "Marks: a position is a %.100s, not a %.100s",
+                     Py_TYPE(pos)->tp_name, self->pos_type->tp_name);
+        Py_DECREF(pos);
+        return NULL;
+    }
+    Py_XSETREF(self->hot, Py_NewRef(pos));
+    return pos;
+}
+
+static PyObject *
+marks_mark_message(Marks *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs < 1 || nargs + nkw > 2 ||
+        (nkw && PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_metadata) != 0)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "mark_message(msg, metadata='') takes a message "
+                                             "and, optionally, its metadata string");
+        }
+        return NULL;
+    }
+    if (self->positions == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Marks is not initialised: create it as Marks(positions, position "
+                        "class, message class)");
+        return NULL;
+    }
+    PyObject *metadata = nargs + nkw == 2 ? args[1] : self->empty;
+    PyObject *msg = args[0];
+    PyObject *fields[N_MSG_FIELDS] = {NULL, NULL, NULL}; /* new references */
+    PyObject *pos = NULL, *last = NULL, *result = NULL;
+    int exact = Py_IS_TYPE(msg, self->msg_type);
+    for (int i = 0; i < N_MSG_FIELDS; i++) {
+        if (exact) {
+            fields[i] = Py_XNewRef(SLOT(msg, self->msg_off[i]));
+            if (fields[i] == NULL) {
+                PyErr_SetObject(PyExc_AttributeError, msg_names[i]);
+            }
+        }
+        else {
+            fields[i] = PyObject_GetAttr(msg, msg_names[i]);
+        }
+        if (fields[i] == NULL) {
+            goto done;
+        }
+    }
+    pos = marks_find(self, fields[M_TOPIC], fields[M_PARTITION]);
+    if (pos == NULL) {
+        if (!PyErr_Occurred()) {
+            result = Py_NewRef(Py_None); /* not owned (never assigned, or released) */
+        }
+        goto done;
+    }
+    last = pos_slot(self, pos, P_LAST);
+    int ahead = last ? PyObject_RichCompareBool(fields[M_OFFSET], last, Py_GT) : -1;
+    if (ahead < 0) {
+        goto done;
+    }
+    if (ahead) {
+        Py_XSETREF(SLOT(pos, self->pos_off[P_LAST]), Py_NewRef(fields[M_OFFSET]));
+        Py_XSETREF(SLOT(pos, self->pos_off[P_METADATA]), Py_NewRef(metadata));
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < N_MSG_FIELDS; i++) {
+        Py_XDECREF(fields[i]);
+    }
+    Py_XDECREF(pos);
+    Py_XDECREF(last);
+    return result;
+}
+
+static PyObject *
+marks_forget(Marks *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_CLEAR(self->hot);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef marks_methods[] = {
+    {"mark_message", (PyCFunction)(void (*)(void))marks_mark_message,
+     METH_FASTCALL | METH_KEYWORDS,
+     "mark_message(msg, metadata='')\n--\n\nMove the position of msg's partition to "
+     "msg.offset (the next to commit is one past it) if that is forward; ignored for a "
+     "partition not owned."},
+    {"forget", (PyCFunction)marks_forget, METH_NOARGS,
+     "Drop the cached position (after the positions dict changed)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MarksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "consumergroup.consumer._cstream.Marks",
+    .tp_doc = PyDoc_STR("Marks(positions, position class, message class): an "
+                        "OffsetManager's mark_message in C."),
+    .tp_basicsize = sizeof(Marks),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)marks_init,
+    .tp_dealloc = (destructor)marks_dealloc,
+    .tp_traverse = (traverseproc)marks_traverse,
+    .tp_clear = (inquiry)marks_clear,
+    .tp_methods = marks_methods,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "consumergroup.consumer._cstream",
-    .m_doc = "PartitionConsumer.messages() as an async iterator in C (see partition.py).",
+    .m_doc = "The per-message steps of a messages() loop in C: the stream (partition.py) "
+             "and session.mark_message (offsets.py).",
     .m_size = -1,
 };
 
@@ -318,16 +594,24 @@ PyInit__cstream(void)
 {
     str_refill = PyUnicode_InternFromString("_refill");
     str_current = PyUnicode_InternFromString("_current");
-    if (str_refill == NULL || str_current == NULL || PyType_Ready(&StreamType) < 0) {
+    str_metadata = PyUnicode_InternFromString("metadata");
+    if (str_refill == NULL || str_current == NULL || str_metadata == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < N_MSG_FIELDS; i++) {
+        if ((msg_names[i] = PyUnicode_InternFromString(MSG_FIELDS[i])) == NULL) {
+            return NULL;
+        }
+    }
+    if (PyType_Ready(&StreamType) < 0 || PyType_Ready(&MarksType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) {
         return NULL;
     }
-    Py_INCREF(&StreamType);
-    if (PyModule_AddObject(m, "MessageStream", (PyObject *)&StreamType) < 0) {
-        Py_DECREF(&StreamType);
+    if (PyModule_AddObjectRef(m, "MessageStream", (PyObject *)&StreamType) < 0 ||
+        PyModule_AddObjectRef(m, "Marks", (PyObject *)&MarksType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

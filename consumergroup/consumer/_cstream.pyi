@@ -1,7 +1,8 @@
-"""Type stub of the C extension ``_cstream.c``: ``PartitionConsumer.messages()`` in C."""
+"""Type stub of the C extension ``_cstream.c``: ``PartitionConsumer.messages()`` and
+``session.mark_message`` in C."""
 
 from collections.abc import AsyncIterator, Generator
-from typing import Any
+from typing import Any, Protocol
 
 from consumergroup.consumer.partition import PartitionConsumer
 from consumergroup.message import ConsumerMessage
@@ -18,3 +19,25 @@ class MessageStream(AsyncIterator[ConsumerMessage]):
         """Raise in the pending await."""
     def close(self) -> None:
         """Abandon the pending await."""
+
+class _Position(Protocol):
+    topic: str
+    partition: int
+    last: int
+    metadata: str
+
+class Marks:
+    """``OffsetManager.mark_message`` over its ``positions`` (``position_type`` instances,
+    keyed by (topic, partition)), with the position marked last cached."""
+
+    def __init__(
+        self,
+        positions: dict[tuple[str, int], Any],
+        position_type: type[_Position],
+        message_type: type[ConsumerMessage],
+        /,
+    ) -> None: ...
+    def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
+        """Move the position of ``msg``'s partition to ``msg.offset`` if that is forward."""
+    def forget(self) -> None:
+        """Drop the cached position (after the positions dict changed)."""

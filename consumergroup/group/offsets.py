@@ -27,14 +27,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from ..consumer._native import load_extension
 from ..errors import ConsumerGroupError, KafkaError, StaleMemberEpochError, error_for_code
+from ..message import ConsumerMessage
 from ..net.protocol import OffsetCommitRequest, OffsetFetchRequest, offset_fetch_topics
 from ..retry import COORDINATOR_LOST, retrying
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
-    from ..message import ConsumerMessage
+    from ..consumer._cstream import Marks
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,50 @@ class _Position:
     # mark_message compares and stores is the message's own offset, with no addition.
     last: int
     metadata: str = ""
+
+
+class _PyMarks:
+    """``session.mark_message`` without the C extension (``_cstream.Marks``, its twin).
+
+    Keeps a one-entry cache: the position marked last. A claim's messages come in runs of
+    one partition, so most marks skip building a (topic, partition) key and the dict
+    lookup. The manager calls :meth:`forget` whenever its positions change, so a position
+    assigned again is a fresh one and a released one is never marked.
+    """
+
+    __slots__ = ("_hot", "_idle", "_positions")
+
+    def __init__(
+        self,
+        positions: dict[TopicPartition, _Position],
+        position_type: type[_Position],
+        message_type: type[ConsumerMessage],
+    ) -> None:
+        self._positions = positions
+        self._idle = position_type("", -1, -1, -2)  # matches no message
+        self._hot = self._idle
+
+    def forget(self) -> None:
+        """Drop the cached position (the positions changed)."""
+        self._hot = self._idle
+
+    def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
+        """Move the position of ``msg``'s partition to ``msg.offset`` if that is forward
+        (the next offset to commit is one past it); ignored for a partition not owned."""
+        pos = self._hot
+        offset = msg.offset
+        if msg.partition != pos.partition or msg.topic != pos.topic:
+            found = self._positions.get((msg.topic, msg.partition))
+            if found is None:
+                return
+            self._hot = pos = found
+        if offset > pos.last:
+            pos.last = offset
+            pos.metadata = metadata
+
+
+#: ``mark_message`` in C (one call per message of a messages() loop), or its Python twin.
+_Marks: type[Marks | _PyMarks] = getattr(load_extension("_cstream"), "Marks", _PyMarks)
 
 
 class OffsetManager:
@@ -88,12 +134,12 @@ class OffsetManager:
         self.group = group
         self._config = config
         self._positions: dict[TopicPartition, _Position] = {}
-        # The marks' one-entry cache: the position marked last. A claim's messages come in
-        # runs of one partition, so most marks skip building a (topic, partition) key and
-        # the dict lookup. Reset to _idle (no partition) whenever _positions changes, so a
-        # position assigned again is a fresh one and a released one is never marked.
-        self._idle = _Position("", -1, -1, -2)
-        self._hot = self._idle
+        # The marks of mark_message, with a cache of the position marked last: told to
+        # forget it whenever _positions changes.
+        self._marks = _Marks(self._positions, _Position, ConsumerMessage)
+        # One call per consumed message: the marks' own method, shadowing the one below
+        # (which documents it and does the same) saves a Python call per message.
+        self.mark_message = self._marks.mark_message  # type: ignore[method-assign]
         self._commit_lock = asyncio.Lock()
         self.member_id = member_id
         self.generation_id = generation_id
@@ -150,14 +196,14 @@ class OffsetManager:
         self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
     ) -> None:
         """Own these partitions from now on; ``start`` is where consumption begins."""
-        self._hot = self._idle
+        self._marks.forget()
         for tp, offset in start.items():
             done, metadata = committed.get(tp, (-1, ""))
             self._positions[tp] = _Position(*tp, done, offset - 1, metadata)
 
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget partitions the member no longer owns (after the final commit)."""
-        self._hot = self._idle
+        self._marks.forget()
         for tp in partitions:
             self._positions.pop(tp, None)
 
@@ -171,30 +217,18 @@ class OffsetManager:
         """Mark ``offset`` as the next to consume; only moves forward (sarama MarkOffset).
 
         Ignored for a partition not owned (never assigned, or released)."""
-        pos = self._hot
-        if partition != pos.partition or topic != pos.topic:
-            found = self._positions.get((topic, partition))
-            if found is None:
-                return
-            self._hot = pos = found
-        if offset > pos.last + 1:
+        pos = self._positions.get((topic, partition))
+        if pos is not None and offset > pos.last + 1:
             pos.last = offset - 1
             pos.metadata = metadata
 
     def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
         """Mark ``msg`` processed: its offset + 1 is committed next (sarama semantics).
 
-        What ``session.mark_message`` is bound to: one call per consumed message, so the
-        common case (the partition marked last, a higher offset) does not call
-        :meth:`mark`."""
-        pos = self._hot
-        offset = msg.offset
-        if msg.partition == pos.partition and msg.topic == pos.topic:
-            if offset > pos.last:
-                pos.last = offset
-                pos.metadata = metadata
-        else:
-            self.mark(msg.topic, msg.partition, offset + 1, metadata)
+        What ``session.mark_message`` is bound to, one call per consumed message: each
+        instance shadows this method with its marks' own (in C when the extension is
+        built), which does the same."""
+        self._marks.mark_message(msg, metadata)
 
     def reset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Set the next offset to commit, backwards too (sarama ResetOffset)."""

@@ -1,11 +1,17 @@
 """Marks (OffsetManager.mark, session.mark_message): the one-entry cache never marks a
-position the manager let go of."""
+position the manager let go of. session.mark_message runs in C (``_cstream.Marks``) when
+the extension is built; every test of it runs on that and on its Python twin."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from consumergroup.config import Config
+from consumergroup.group import offsets as offsets_module
 from consumergroup.group.membership import Generation
-from consumergroup.group.offsets import OffsetManager
+from consumergroup.group.offsets import OffsetManager, _PyMarks
 from consumergroup.group.session import ConsumerGroupSession
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
 
@@ -55,6 +61,16 @@ def test_same_partition_number_other_topic() -> None:
 # ------------------------------------------------- session.mark_message (the hot path)
 # The session hands out its manager's mark_message bound directly (one call per message);
 # these pin that the fold keeps mark()'s guarantees on that path.
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run each test with the C marks and with the Python twin."""
+    if request.param == "python":
+        monkeypatch.setattr(offsets_module, "_Marks", _PyMarks)
+    elif offsets_module._Marks is _PyMarks:
+        pytest.skip("the C extension _cstream is not built (or CONSUMERGROUP_PURE_PYTHON)")
+    yield request.param
 
 
 def _message(topic: str, partition: int, offset: int) -> ConsumerMessage:
@@ -135,3 +151,43 @@ async def test_mark_message_after_release_and_reassign_in_one_manager() -> None:
     om.assign({("t", 0): (10, "")}, {("t", 0): 10})
     session.mark_message(_message("t", 0, 11))
     assert om.marked("t", 0) == 12
+
+
+class _Duck:
+    """Not a ConsumerMessage, but has its fields (read by getattr, not by slot offset)."""
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
+class _Sub(ConsumerMessage):
+    __slots__ = ()
+
+
+async def test_mark_message_of_other_message_types() -> None:
+    om = _manager()
+    om.assign({}, {("t", 0): 0, ("t", 1): 0, ("t", 1000): 0})
+    session = _session(om)
+    session.mark_message(_Duck("t", 0, 3))  # type: ignore[arg-type]
+    session.mark_message(_Sub("t", 1, 5, None, b"v", (), -1, NO_TIMESTAMP_TYPE))
+    session.mark_message(_message("t", 1000, 1))
+    # Equal but distinct topic and partition objects reach the cached position too.
+    session.mark_message(_message("".join(["t", ""]), int("1000"), 7))
+    assert (om.marked("t", 0), om.marked("t", 1), om.marked("t", 1000)) == (4, 6, 8)
+
+
+async def test_mark_message_arguments() -> None:
+    om = _manager()
+    om.assign({}, {("t", 0): 0})
+    session = _session(om)
+    session.mark_message(_message("t", 0, 1), metadata="kw")
+    assert om._positions[("t", 0)].metadata == "kw"
+    with pytest.raises(TypeError):
+        session.mark_message()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        session.mark_message(_message("t", 0, 3), "a", "b")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        session.mark_message(_message("t", 0, 3), meta="x")  # type: ignore[call-arg]
+    with pytest.raises(AttributeError):
+        session.mark_message(object())  # type: ignore[arg-type]
+    assert om.marked("t", 0) == 2
