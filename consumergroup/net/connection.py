@@ -56,6 +56,10 @@ _MAX_FRAME = 1 << 30
 # Until the connection is open (ApiVersions, SASL) answers are small: a larger frame
 # means the peer is not a Kafka listener (a TLS alert reads as ~350 MB; "HTTP" as 1.2 GB).
 _MAX_HANDSHAKE_FRAME = 1 << 20
+# Reads land here first; a frame longer than this gets a buffer of its own.
+_HEAD_BUFFER = 1 << 16
+#: A response frame: ``bytes``, or the ``bytearray`` a large one was read into.
+Frame = bytes | bytearray
 # TCP keepalive: probe an idle connection after 30 s, every 10 s, give up after 3 misses,
 # so a half-open connection (peer gone without a FIN) dies in about a minute.
 _KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
@@ -96,16 +100,30 @@ def _set_keepalive(sock: socket.socket | None) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
-class _FrameProtocol(asyncio.Protocol):
+class _FrameProtocol(asyncio.BufferedProtocol):
     """Splits the byte stream into size-prefixed frames for the connection.
 
     Runs inside the event loop's transport callbacks, so it never awaits: each
     complete frame is handed to ``on_frame`` synchronously.
+
+    The socket is read into our own buffers (a buffered protocol): sizes and small
+    frames land in a reusable head buffer and are copied out of it; a frame that does
+    not fit there (a Fetch response, megabytes) gets a ``bytearray`` of its own, which
+    the socket then fills directly. So a fetched byte is copied once, by the kernel,
+    not three times (into a fresh ``bytes`` per read, onto a ``bytearray`` backlog, out
+    into the frame), which cost a third of the fetch path's CPU per message.
     """
 
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
-        self._buf = bytearray()
+        # head[start:end]: bytes read and not yet framed (at most one partial frame).
+        self._head = bytearray(_HEAD_BUFFER)
+        self._head_view = memoryview(self._head)
+        self._start = self._end = 0
+        # A large frame being read straight into its own buffer, and how much is in.
+        self._frame: bytearray | None = None
+        self._frame_view = self._head_view
+        self._got = 0
         self.transport: asyncio.Transport | None = None
         # Raised to _MAX_FRAME once the connection is open (see _MAX_HANDSHAKE_FRAME).
         self.max_frame = _MAX_HANDSHAKE_FRAME
@@ -124,27 +142,58 @@ class _FrameProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writable.set()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        # Hand over every complete frame; keep the tail for the next chunk.
-        while len(buf) >= 4:
-            (size,) = _SIZE.unpack_from(buf, 0)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return self._frame_view[self._got :]
+        return self._head_view[self._end :]  # never empty: see buffer_updated
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._got += nbytes
+            if self._got == len(frame):
+                self._frame = None
+                self._frame_view.release()
+                self._frame_view = self._head_view
+                self._conn._on_frame(frame)
+            return
+        self._end += nbytes
+        head, start, end = self._head, self._start, self._end
+        # Hand over every complete frame; keep a partial one for the next read.
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(head, start)
             if size < 4 or size > self.max_frame:
-                diagnosis = _diagnose_frame(self._conn.address, bytes(buf[:16]), size)
+                diagnosis = _diagnose_frame(
+                    self._conn.address, bytes(head[start : start + 16]), size
+                )
                 # Before the connection is open this is the wrong service, not line noise.
                 opening = self.max_frame == _MAX_HANDSHAKE_FRAME
                 error = ListenerMismatchError if opening else CorruptMessageError
                 self._conn._fail(error(diagnosis))
                 return
-            end = 4 + size
-            if len(buf) < end:
+            if 4 + size > len(head):
+                # Too large for the head buffer: its own buffer, which the next reads fill.
+                have = end - start - 4
+                frame = bytearray(size)
+                frame[:have] = self._head_view[start + 4 : end]
+                self._start = self._end = 0
+                self._frame, self._frame_view, self._got = frame, memoryview(frame), have
+                return
+            stop = start + 4 + size
+            if stop > end:
                 break
-            # One copy out of the buffer (slicing the bytearray first would make two).
-            with memoryview(buf) as view:
-                frame = bytes(view[4:end])
-            del buf[:end]
-            self._conn._on_frame(frame)
+            out = bytes(self._head_view[start + 4 : stop])
+            start = stop
+            self._conn._on_frame(out)
+        if start == end:
+            start = end = 0
+        elif start:
+            # Move the partial frame (shorter than the head buffer) to the front, so the
+            # next read has room: what is left in the buffer is never empty.
+            head[: end - start] = self._head_view[start:end]
+            end -= start
+            start = 0
+        self._start, self._end = start, end
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.writable.set()  # a writer waiting for room sees the failure instead
@@ -165,7 +214,7 @@ class BrokerConnection:
         self.node_id = node_id
         self._config = config
         # Owned by the event loop; written by send() (add) and _on_frame/_fail (remove).
-        self._inflight: dict[int, asyncio.Future[bytes]] = {}
+        self._inflight: dict[int, asyncio.Future[Frame]] = {}
         self._next_id = 0
         self._slots = asyncio.Semaphore(config.net.max_open_requests)
         self._protocol: _FrameProtocol | None = None
@@ -415,7 +464,7 @@ class BrokerConnection:
         self._protocol.transport.write(_SIZE.pack(len(data)) + data)
         return cid
 
-    async def _roundtrip(self, struct_: AnyRequestStruct, timeout: float) -> bytes:
+    async def _roundtrip(self, struct_: AnyRequestStruct, timeout: float) -> Frame:
         if self._error is not None:
             raise self._reraisable()
         async with self._slots:
@@ -424,7 +473,7 @@ class BrokerConnection:
             assert self._protocol is not None
             protocol = self._protocol
             cid = self._write(struct_)
-            fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
             self._inflight[cid] = fut  # no callback runs before the next await
             try:
                 if not protocol.writable.is_set():
@@ -461,7 +510,7 @@ class BrokerConnection:
         if self._error is not None:
             raise self._reraisable()
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: Frame) -> None:
         (cid,) = _SIZE.unpack_from(frame, 0)
         fut = self._inflight.pop(cid, None)
         if fut is not None and not fut.done():

@@ -278,7 +278,7 @@ class FetchResponse:
         )
 
 
-def decode_fetch_response(version: int, payload: bytes) -> FetchResponse:
+def decode_fetch_response(version: int, payload: bytes | bytearray) -> FetchResponse:
     """Decode a Fetch response frame (response header included) of ``version``."""
     if not _MIN_VERSION <= version <= _MAX_VERSION:
         raise ValueError(f"Fetch v{version} is not decoded here ({_MIN_VERSION}-{_MAX_VERSION})")

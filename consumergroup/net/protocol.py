@@ -170,7 +170,7 @@ def encode_request(struct: AnyRequestStruct, correlation_id: int, client_id: str
     return data
 
 
-def decode_response(struct: AnyRequestStruct, payload: bytes) -> Any:
+def decode_response(struct: AnyRequestStruct, payload: bytes | bytearray) -> Any:
     """Decode a response frame (header included) for the request ``struct``.
 
     Fetch responses go through our own decoder (:mod:`.fetch`): same shape, no

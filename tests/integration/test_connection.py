@@ -579,6 +579,59 @@ async def test_a_malformed_response_is_a_corrupt_message() -> None:
             await conn.close()
 
 
+def _sized_metadata(frame_size: int, tag: int) -> bytes:
+    """A Metadata v1 answer body whose frame (correlation id + body) is ``frame_size``
+    bytes: topics named ``t<tag>-...``, the names padded to the size."""
+    names: list[str] = []
+    body = MetadataResponse_v1([], 1, []).encode()
+    while 4 + len(body) < frame_size:
+        room = frame_size - 4 - len(body) - 9  # a topic entry: 9 bytes + its name
+        names.append(f"t{tag}-" + "x" * max(0, min(room - len(f"t{tag}-"), 30_000)))
+        body = MetadataResponse_v1([], 1, [(0, n, False, []) for n in names]).encode()
+    assert 4 + len(body) == frame_size, (frame_size, 4 + len(body))
+    return body
+
+
+async def test_frames_of_every_size_split_anywhere_reach_their_callers() -> None:
+    """Answers below, at and above the reader's 64 KiB head buffer (the larger ones are
+    read straight into their own buffer), several in one write and each write cut at
+    odd places, including inside a size prefix: every caller gets its own answer."""
+    sizes = [40, 1_000, 65_532, 65_536, 65_537, 200_000, 3_000_000, 60, 70_000, 50]
+    bodies = {i: _sized_metadata(size, i) for i, size in enumerate(sizes)}
+    held: list[Received] = []
+
+    async def script(fake: ScriptedBroker, req: Received) -> None:
+        if len(held) < len(sizes) - 1:
+            held.append(req)  # answered all at once with the last one
+            return
+        data = b""
+        for i, r in enumerate([*held, req]):
+            frame = struct.pack(">i", r.correlation_id) + bodies[i]
+            data += struct.pack(">i", len(frame)) + frame
+        cuts = [1, 2, 3, 5, 997, 65_539, 70_001, 131_071]
+        pos = 0
+        for n in cuts * 40:
+            if pos >= len(data):
+                break
+            req.writer.write(data[pos : pos + n])
+            await req.writer.drain()
+            pos += n
+        req.writer.write(data[pos:])
+
+    async with ScriptedBroker(script=script) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), net_config(max_open_requests=20))
+        try:
+            answers = []
+            for i in range(len(sizes)):  # sent in order: the i-th request gets body i
+                answers.append(asyncio.ensure_future(conn.send(MetadataRequest([f"{i}"], False))))
+                await fake.wait_for(i + 1, api_key=3)
+            for i, answer in enumerate(answers):
+                topics = topics_of(await answer)
+                assert topics and all(t.startswith(f"t{i}-") for t in topics), i
+        finally:
+            await conn.close()
+
+
 # ------------------------------------------------------------------ SASL on the wire
 
 SASL_VERSIONS = {3: (0, 1), 17: (0, 1), 18: (0, 2), 36: (0, 1)}
