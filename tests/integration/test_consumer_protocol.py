@@ -23,7 +23,7 @@ from consumergroup.client import Client
 from consumergroup.errors import StaleMemberEpochError, UnknownMemberIdError
 from consumergroup.group.consumer_membership import ConsumerMembership
 from consumergroup.group.offsets import OffsetManager
-from consumergroup.net.protocol import OffsetCommitRequest
+from consumergroup.net.protocol import OffsetCommitRequest, OffsetFetchRequest
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.conftest import unique
 from tests.helpers import RoutingProxy, produce
@@ -44,6 +44,7 @@ from tests.integration.test_peers import (
     peer_intervals,
 )
 from tests.integration.test_static_membership import Child
+from tests.integration.test_topic_changes import grow
 from tests.peers import PeerProcess, PeerUnavailable, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -644,6 +645,56 @@ async def test_offset_fetch_carries_the_member_epoch_and_a_stale_one_goes_again(
         assert committed == {(topic, 0): (5, ""), (topic, 1): (-1, "")}
         assert heartbeats == 1
         await membership.leave()
+
+
+class FencingFetchProxy(RoutingProxy):
+    """The member's only path to the broker; answers OffsetFetch number ``fence_at``
+    (v9: the member's, counted from 1) with UNKNOWN_MEMBER_ID for the group, as Kafka
+    does for a member it no longer knows."""
+
+    def __init__(self, target_port: int, fence_at: int) -> None:
+        super().__init__(target_port)
+        self.fence_at = fence_at
+        self.fetches = 0
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        frame = super().rewrite_response(key, version, client_id, frame)
+        if key != OffsetFetchRequest.API_KEY or version < 9:
+            return frame
+        self.fetches += 1
+        if self.fetches != self.fence_at:
+            return frame
+        response = next(c for c in OffsetFetchRequest._CLASSES if version == c.API_VERSION)
+        resp = response.RESPONSE_TYPE.decode(frame[5:])  # flexible header: one tag byte
+        resp.groups = [(g, [], UnknownMemberIdError.errno, tags) for g, _t, _e, tags in resp.groups]
+        encoded: bytes = resp.encode()
+        return frame[:5] + encoded
+
+
+@kafka_only
+async def test_an_offset_fetch_refused_as_unknown_member_loses_the_partitions_and_rejoins(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = await new_kafka_topic(bootstrap, 2)
+    group = unique()
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    async with FencingFetchProxy(port, fence_at=2) as proxy:
+        member = Tracker("a")
+        async with running_member(
+            proxy.address, group, [topic], member, consumer_protocol_config()
+        ) as (group_member, task):
+            await wait_for(lambda: len(member.owned_now()) == 2, 60, "both partitions")
+            await grow(bootstrap, topic, 4)
+            # The fetch for the added partitions is refused: the member is fenced (on_lost,
+            # no on_revoked), joins again with epoch 0 and takes all four.
+            await wait_for(lambda: len(member.owned_now()) == 4, 60, "all four partitions")
+            assert proxy.fetches >= 3
+            assert flat(member.lost) == {(topic, 0), (topic, 1)}
+            assert member.revoked == []
+            assert len(member.sessions) == 2
+            assert not task.done()
+            assert group_member.state is cg.GroupState.STABLE
 
 
 @kafka_only
