@@ -58,6 +58,8 @@ _MAX_FRAME = 1 << 30
 _MAX_HANDSHAKE_FRAME = 1 << 20
 # Reads land here first; a frame longer than this gets a buffer of its own.
 _HEAD_BUFFER = 1 << 16
+# While a large frame comes in, wake for this much of it at once (SO_RCVLOWAT).
+_READ_AT_ONCE = 1 << 18
 #: A response frame: ``bytes``, or the ``bytearray`` a large one was read into.
 Frame = bytes | bytearray
 # TCP keepalive: probe an idle connection after 30 s, every 10 s, give up after 3 misses,
@@ -124,6 +126,10 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None
         self._frame_view = self._head_view
         self._got = 0
+        # The plain TCP socket (None with TLS) and its SO_RCVLOWAT: while a large frame
+        # comes in, the loop is woken only once this much of it can be read.
+        self._sock: Any = None
+        self._lowat = 1
         self.transport: asyncio.Transport | None = None
         # Raised to _MAX_FRAME once the connection is open (see _MAX_HANDSHAKE_FRAME).
         self.max_frame = _MAX_HANDSHAKE_FRAME
@@ -134,7 +140,10 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        _set_keepalive(transport.get_extra_info("socket"))
+        sock = transport.get_extra_info("socket")
+        _set_keepalive(sock)
+        if transport.get_extra_info("sslcontext") is None and hasattr(socket, "SO_RCVLOWAT"):
+            self._sock = sock
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -155,7 +164,10 @@ class _FrameProtocol(asyncio.BufferedProtocol):
                 self._frame = None
                 self._frame_view.release()
                 self._frame_view = self._head_view
+                self._wake_at(1)
                 self._conn._on_frame(frame)
+            else:
+                self._wake_at(len(frame) - self._got)
             return
         self._end += nbytes
         head, start, end = self._head, self._start, self._end
@@ -178,6 +190,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
                 frame[:have] = self._head_view[start + 4 : end]
                 self._start = self._end = 0
                 self._frame, self._frame_view, self._got = frame, memoryview(frame), have
+                self._wake_at(size - have)
                 return
             stop = start + 4 + size
             if stop > end:
@@ -194,6 +207,20 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             end -= start
             start = 0
         self._start, self._end = start, end
+
+    def _wake_at(self, missing: int) -> None:
+        """Wake the loop for this socket once ``missing`` bytes (capped) can be read: a
+        megabyte frame then takes a few reads, not one per TCP segment batch. Never more
+        than the frame still misses, so it cannot wait for bytes that are not coming
+        (and a closed connection wakes it regardless)."""
+        want = min(missing, _READ_AT_ONCE)
+        if self._sock is not None and want != self._lowat:
+            try:
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:  # closed meanwhile: nothing left to wait for
+                self._sock = None
+                return
+            self._lowat = want
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.writable.set()  # a writer waiting for room sees the failure instead

@@ -632,6 +632,26 @@ async def test_frames_of_every_size_split_anywhere_reach_their_callers() -> None
             await conn.close()
 
 
+async def test_peer_closing_inside_a_large_frame_fails_the_request() -> None:
+    """The reader waits for a large frame in big reads (SO_RCVLOWAT); the peer closing
+    after part of it still ends the wait at once, with a connection error."""
+
+    async def script(fake: ScriptedBroker, req: Received) -> None:
+        frame = struct.pack(">i", req.correlation_id) + _sized_metadata(3_000_000, 0)
+        req.writer.write((struct.pack(">i", len(frame)) + frame)[:100_000])
+        await req.writer.drain()
+        fake.close_connections()
+
+    async with ScriptedBroker(script=script) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), net_config(read_timeout=30.0))
+        try:
+            async with asyncio.timeout(5):
+                with pytest.raises(KafkaConnectionError):
+                    await conn.send(MetadataRequest([], False))
+        finally:
+            await conn.close()
+
+
 # ------------------------------------------------------------------ SASL on the wire
 
 SASL_VERSIONS = {3: (0, 1), 17: (0, 1), 18: (0, 2), 36: (0, 1)}
