@@ -24,6 +24,7 @@ import collections
 import gc
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -75,8 +76,10 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
 
     from bench.hotpath_ir import session_for
     from consumergroup.config import Config
+    from consumergroup.consumer import partition as partition_module
     from consumergroup.consumer.partition import PartitionConsumer
     from consumergroup.consumer.records import decode_records
+    from consumergroup.group import offsets as offsets_module
     from consumergroup.message import ConsumerMessage
 
     sets = build_record_sets(records)
@@ -133,6 +136,19 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
             "extra when all stay alive (fresh memory)",
             retained - total,
             f"{n} messages kept, as an eager decode of a whole Fetch keeps them",
+        )
+    )
+    # What keeping costs is mostly the kernel's: first touches of fresh pages (pymalloc
+    # arenas are mmap'ed and given back when empty, so every kept run faults them in).
+    gc.collect()
+    with _gc_off():
+        dropped_sys, dropped_faults = _kernel_cost(decode_each)
+        kept_sys, kept_faults = _kernel_cost(decode_all)
+    rows.append(
+        (
+            "  of which kernel time (page faults)",
+            (kept_sys - dropped_sys) / n,
+            f"minor faults/msg {kept_faults / n:.3f} kept vs {dropped_faults / n:.3f} dropped",
         )
     )
 
@@ -232,8 +248,10 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
         rows.append(("hand-off: batches() minus decode_records", hand - total, ""))
     else:
         rows.append(("hand-off: _deliver + batches()", hand, f"chunks of ~{n // len(chunks)}"))
-    rows.append(("iteration: messages() over batches()", it - hand, "async generator per message"))
-    rows.append(("session.mark_message", marked - it, "OffsetManager.mark_message"))
+    stream = "C MessageStream" if partition_module._MessageStream else "async generator"
+    rows.append(("iteration: messages() over batches()", it - hand, f"{stream} per message"))
+    marks = "C Marks" if offsets_module._Marks is not offsets_module._PyMarks else "Python"
+    rows.append(("session.mark_message", marked - it, f"OffsetManager.mark_message ({marks})"))
 
     def free() -> None:
         chunks_ = decode_all()
@@ -247,6 +265,15 @@ def micro(records: int, repeat: int) -> list[tuple[str, float, str]]:
             free()
     rows.append(("free a consumed message", min(free_ns) / n, "ConsumerMessage + key + value"))
     return rows
+
+
+def _kernel_cost(fn: Callable[[], Any]) -> tuple[float, int]:
+    """System CPU ns and minor page faults of one ``fn()`` (its result freed after)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = fn()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    del result
+    return (after.ru_stime - before.ru_stime) * 1e9, after.ru_minflt - before.ru_minflt
 
 
 class _gc_off:
