@@ -58,6 +58,8 @@ _MAX_FRAME = 1 << 30
 _MAX_HANDSHAKE_FRAME = 1 << 20
 # Reads land here first; a frame longer than this gets a buffer of its own.
 _HEAD_BUFFER = 1 << 16
+# A large frame's buffer is allocated (and zeroed) this much at a time past what came in.
+_FRAME_STEP = 1 << 24
 # While a large frame comes in, wake for this much of it at once (SO_RCVLOWAT).
 _READ_AT_ONCE = 1 << 18
 #: A response frame: ``bytes``, or the ``bytearray`` a large one was read into.
@@ -122,10 +124,11 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self._head = bytearray(_HEAD_BUFFER)
         self._head_view = memoryview(self._head)
         self._start = self._end = 0
-        # A large frame being read straight into its own buffer, and how much is in.
+        # A large frame being read straight into its own buffer, how much is in, and
+        # its size (its buffer grows to that as the bytes come).
         self._frame: bytearray | None = None
         self._frame_view = self._head_view
-        self._got = 0
+        self._got = self._size = 0
         # The plain TCP socket (None with TLS) and its SO_RCVLOWAT: while a large frame
         # comes in, the loop is woken only once this much of it can be read.
         self._sock: Any = None
@@ -152,7 +155,16 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.writable.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
+        frame = self._frame
+        if frame is not None:
+            if self._got == len(frame):
+                # Grown step by step: a size field read as a gigabyte costs memory only
+                # as the bytes arrive. (Here, not in buffer_updated: the transport holds
+                # the view it read into until that returns, and a viewed buffer cannot
+                # be resized.)
+                self._frame_view.release()
+                frame += bytes(min(_FRAME_STEP, self._size - len(frame)))
+                self._frame_view = memoryview(frame)
             return self._frame_view[self._got :]
         return self._head_view[self._end :]  # never empty: see buffer_updated
 
@@ -160,14 +172,14 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         frame = self._frame
         if frame is not None:
             self._got += nbytes
-            if self._got == len(frame):
+            if self._got == self._size:
                 self._frame = None
                 self._frame_view.release()
                 self._frame_view = self._head_view
                 self._wake_at(1)
                 self._conn._on_frame(frame)
-            else:
-                self._wake_at(len(frame) - self._got)
+                return
+            self._wake_at(self._size - self._got)
             return
         self._end += nbytes
         head, start, end = self._head, self._start, self._end
@@ -186,10 +198,11 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             if 4 + size > len(head):
                 # Too large for the head buffer: its own buffer, which the next reads fill.
                 have = end - start - 4
-                frame = bytearray(size)
+                frame = bytearray(min(size, have + _FRAME_STEP))
                 frame[:have] = self._head_view[start + 4 : end]
                 self._start = self._end = 0
                 self._frame, self._frame_view, self._got = frame, memoryview(frame), have
+                self._size = size
                 self._wake_at(size - have)
                 return
             stop = start + 4 + size

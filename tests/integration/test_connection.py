@@ -53,6 +53,7 @@ from consumergroup.errors import (
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
+from consumergroup.net import connection as connection_module
 from consumergroup.net.connection import BrokerConnection
 from consumergroup.net.protocol import (
     API_NAMES,
@@ -592,10 +593,15 @@ def _sized_metadata(frame_size: int, tag: int) -> bytes:
     return body
 
 
-async def test_frames_of_every_size_split_anywhere_reach_their_callers() -> None:
+@pytest.mark.parametrize("step", [1 << 24, 100_000])
+async def test_frames_of_every_size_split_anywhere_reach_their_callers(
+    step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Answers below, at and above the reader's 64 KiB head buffer (the larger ones are
-    read straight into their own buffer), several in one write and each write cut at
-    odd places, including inside a size prefix: every caller gets its own answer."""
+    read straight into their own buffer, which grows by ``step``), several in one write
+    and each write cut at odd places, including inside a size prefix: every caller gets
+    its own answer."""
+    monkeypatch.setattr(connection_module, "_FRAME_STEP", step)
     sizes = [40, 1_000, 65_532, 65_536, 65_537, 200_000, 3_000_000, 60, 70_000, 50]
     bodies = {i: _sized_metadata(size, i) for i, size in enumerate(sizes)}
     held: list[Received] = []
