@@ -18,6 +18,7 @@ import os
 import socket
 import ssl
 import struct
+import sys
 from typing import Any
 
 from ..config import Config
@@ -145,7 +146,9 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.transport = transport
         sock = transport.get_extra_info("socket")
         _set_keepalive(sock)
-        if transport.get_extra_info("sslcontext") is None and hasattr(socket, "SO_RCVLOWAT"):
+        # Linux only: it grows the receive buffer to the mark; elsewhere a mark above the
+        # buffer could leave the rest of a frame waiting for a window that never opens.
+        if transport.get_extra_info("sslcontext") is None and sys.platform == "linux":
             self._sock = sock
 
     def pause_writing(self) -> None:
