@@ -20,6 +20,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -64,30 +65,25 @@ def _wide(text: str) -> tuple[int, int]:
     return int(parts), int(members or 1)
 
 
-def _peers(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    for name in names:
-        if name not in PEERS:
-            raise argparse.ArgumentTypeError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
-    return names
+def _names_of(kind: str, known: Iterable[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of ``kind`` names, each one of ``known``."""
+    choices = list(known)
+
+    def parse(text: str) -> list[str]:
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        for name in names:
+            if name not in choices:
+                raise argparse.ArgumentTypeError(
+                    f"unknown {kind} {name!r}; known: {', '.join(choices)}"
+                )
+        return names
+
+    return parse
 
 
-def _brokers(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    for name in names:
-        if name not in BROKERS:
-            known = ", ".join(BROKERS)
-            raise argparse.ArgumentTypeError(f"unknown broker {name!r}; known: {known}")
-    return names
-
-
-def _settings(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    for name in names:
-        if name not in REBALANCE_SETTINGS:
-            known = ", ".join(REBALANCE_SETTINGS)
-            raise argparse.ArgumentTypeError(f"unknown setting {name!r}; known: {known}")
-    return names
+_peers = _names_of("peer", PEERS)
+_brokers = _names_of("broker", BROKERS)
+_settings = _names_of("setting", REBALANCE_SETTINGS)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
