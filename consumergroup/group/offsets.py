@@ -182,15 +182,16 @@ class OffsetManager:
                     out[(topic, partition)] = (offset, metadata or "")
             return out
 
-        for _ in range(self._config.consumer.offsets.retry.max):
+        retries = self._config.consumer.offsets.retry.max
+        while True:
             try:
                 return await self._with_coordinator("OffsetFetch", attempt)
             except StaleMemberEpochError:
                 # A heartbeat moved the member to a newer epoch while this fetch was on
                 # its way: again under the epoch the next heartbeat brings.
-                if self.next_epoch is None or not await self.next_epoch():
+                if retries == 0 or self.next_epoch is None or not await self.next_epoch():
                     raise
-        return await self._with_coordinator("OffsetFetch", attempt)
+                retries -= 1
 
     def assign(
         self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
