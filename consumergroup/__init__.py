@@ -14,7 +14,7 @@ Public API (re-exports only; see docs/architecture.md for where each lives)::
 """
 
 import importlib
-from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .balance import (
     BalanceStrategy,
@@ -86,8 +86,29 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> ModuleType:
-    """``cg.testing`` without importing it (and the broker launcher) on ``import consumergroup``."""
-    if name == "testing":
-        return importlib.import_module(f"{__name__}.testing")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Public names whose modules load on first use, not on ``import consumergroup``: a path a
+# program may never take (the broker launcher, ...) costs nothing until it is taken. Each
+# entry: public name -> (module, attribute; "" for the module itself). A name added here
+# goes in ``__all__`` and in the TYPE_CHECKING block below too.
+_LAZY: dict[str, tuple[str, str]] = {
+    "testing": (f"{__name__}.testing", ""),
+}
+
+if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
+    from . import testing as testing
+
+
+def __getattr__(name: str) -> Any:
+    """Load a lazy public name (``_LAZY``) on first use and keep it in the module."""
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    loaded = importlib.import_module(module)
+    value = getattr(loaded, attribute) if attribute else loaded
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
