@@ -184,6 +184,10 @@ class Client(AsyncResource):
         """Brokers in the latest metadata."""
         return list(self._brokers.values())
 
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        """Broker ``node_id`` as the latest metadata describes it (None: not listed)."""
+        return self._brokers.get(node_id)
+
     async def any(self) -> BrokerConnection:
         """A live connection to some broker: known ones first, then the seeds, rotating."""
         candidates: list[tuple[str, int, int | None]] = [

@@ -152,6 +152,18 @@ def _check_choice(path: str, value: object, allowed: tuple[object, ...], fix: st
         _fail(path, value, f"must be one of {choices}", fix)
 
 
+def _check_protocol_string(path: str, value: object, fix: str) -> None:
+    """Fail unless ``value`` is a str that fits a protocol string (int16 length)."""
+    try:
+        ok = isinstance(value, str) and len(value.encode()) <= _MAX_PROTOCOL_STRING_BYTES
+    except UnicodeEncodeError:  # lone surrogates
+        ok = False
+    if not ok:
+        _fail(
+            path, value, f"must be a str of at most {_MAX_PROTOCOL_STRING_BYTES} UTF-8 bytes", fix
+        )
+
+
 def _check_section(path: str, value: object, expected: type[_Section]) -> None:
     if not isinstance(value, expected):
         _fail(path, value, f"must be of type {expected.__name__}", f"assign {expected.__name__}()")
@@ -767,6 +779,11 @@ class Config(_Fields):
         net: Broker connection settings.
         metadata: Cluster metadata settings.
         consumer: Consumer and group settings.
+        client_rack: The rack (availability zone) this client runs in, as the brokers'
+            ``broker.rack`` names them; empty: unknown (Java: ``client.rack``). Fetches
+            then read from a replica in this rack when the brokers run a rack-aware
+            ``replica.selector.class`` (KIP-392), and the rack-aware assignors keep
+            partitions with members in their replicas' racks (KIP-881).
     """
 
     client_id: str = "consumergroup"
@@ -774,20 +791,17 @@ class Config(_Fields):
     net: NetConfig = field(default_factory=NetConfig)
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    client_rack: str = ""
 
     def validate(self) -> None:
         """Check every field; raise ConfigurationError on the first invalid one."""
-        try:
-            client_id_ok = len(self.client_id.encode()) <= _MAX_PROTOCOL_STRING_BYTES
-        except (AttributeError, UnicodeEncodeError):  # not a str, or lone surrogates
-            client_id_ok = False
-        if not client_id_ok:
-            _fail(
-                "client_id",
-                self.client_id,
-                f"must be a str of at most {_MAX_PROTOCOL_STRING_BYTES} UTF-8 bytes",
-                "use a short name for this application",
-            )
+        _check_protocol_string("client_id", self.client_id, "use a short name for this application")
+        _check_protocol_string(
+            "client_rack",
+            self.client_rack,
+            "use the broker.rack name of this client's rack or zone, e.g. 'eu-west-1a', "
+            "or '' when unknown",
+        )
         _check_number(
             "channel_buffer_size",
             self.channel_buffer_size,

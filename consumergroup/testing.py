@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ._lifecycle import AsyncResource
@@ -505,6 +505,11 @@ class KafkaCluster(AsyncResource):
     port of every node (:meth:`listener_bootstrap`); their settings (keystores,
     ``sasl.enabled.mechanisms``, ``listener.name.<name>.<mechanism>.sasl.jaas.config``)
     go in ``extra_properties``. The brokers talk to each other on the plaintext listener.
+
+    ``racks`` gives node ``i`` the ``broker.rack`` ``racks[i]`` and every node Kafka's
+    ``RackAwareReplicaSelector``: a client that names its rack (``config.client_rack``)
+    then fetches from the replica in its rack (KIP-392), and rack-aware assignors see
+    each partition's racks (KIP-881). Clients that name no rack read from leaders.
     """
 
     def __init__(
@@ -513,9 +518,15 @@ class KafkaCluster(AsyncResource):
         start_timeout: float = 90.0,
         extra_properties: dict[str, str] | None = None,
         listeners: Mapping[str, str] | None = None,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
+        if racks is not None and (len(racks) != nodes or not all(racks)):
+            raise ValueError(
+                f"racks: give one non-empty rack name per node ({nodes}), got {racks!r}"
+            )
+        self.racks = list(racks) if racks is not None else None
         self.listeners = dict(listeners or {})
         for name, protocol in self.listeners.items():
             if not _LISTENER_NAME.fullmatch(name) or name in ("PLAINTEXT", "CONTROLLER"):
@@ -606,9 +617,18 @@ class KafkaCluster(AsyncResource):
             "background.threads": "2",
             "num.recovery.threads.per.data.dir": "1",
             "log.cleaner.dedupe.buffer.size": str(8 << 20),
+            **self._rack_properties(node),
             **self.extra_properties,
         }
         return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    def _rack_properties(self, node: _Node) -> dict[str, str]:
+        if self.racks is None:
+            return {}
+        return {
+            "broker.rack": self.racks[node.node_id],
+            "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        }
 
     async def start(self) -> None:
         """Fetch the jars if needed, format every node's storage, start them, wait for all."""

@@ -105,10 +105,16 @@ async def kafka_cluster() -> AsyncIterator[KafkaCluster]:
         _running_kafka.remove(cluster)
 
 
+#: The racks of the nodes of ``kafka_cluster3``.
+RACKS = ("rack-a", "rack-b", "rack-c")
+
+
 @pytest_asyncio.fixture(scope="session")
 async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
-    """A three-node Apache Kafka (replication factor 3, min.insync.replicas=2)."""
-    async with KafkaCluster(nodes=3) as cluster:
+    """A three-node Apache Kafka (replication factor 3, min.insync.replicas=2), node i in
+    rack ``RACKS[i]`` with the rack-aware replica selector (clients naming no rack read
+    from leaders, as on any cluster)."""
+    async with KafkaCluster(nodes=3, racks=RACKS) as cluster:
         yield cluster
 
 

@@ -24,10 +24,14 @@ async def produce(
     headers: Sequence[tuple[str, bytes]] = (),
     compression: str | None = None,
     linger_ms: int = 5,
+    acks: int | str = 1,
 ) -> None:
     """Produce ``values`` (to ``partition`` when given, else round robin by key)."""
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, compression_type=compression, linger_ms=linger_ms
+        bootstrap_servers=bootstrap.split(","),
+        compression_type=compression,
+        linger_ms=linger_ms,
+        acks=acks,
     )
     await producer.start()
     try:
@@ -280,21 +284,35 @@ class RoutingProxy(KafkaFrameProxy):
     The broker advertises its own ``127.0.0.1:<port>`` in Metadata and FindCoordinator
     answers; this proxy rewrites it to its own port (the same bytes but the port, so every
     protocol version works, compact strings too), so a client that bootstraps through it
-    reaches the broker only through it. ``rewrites`` counts them: proof of the routing.
+    reaches the broker only through it. Proxies in front of the nodes of one cluster share
+    ``routes`` and rewrite every node's address to its own proxy. ``rewrites`` counts
+    them: proof of the routing.
     """
 
-    def __init__(self, target_port: int, listen_port: int = 0) -> None:
+    def __init__(
+        self, target_port: int, listen_port: int = 0, routes: dict[int, int] | None = None
+    ) -> None:
         super().__init__(target_port, listen_port)
         self.rewrites = 0
+        #: broker port -> the port of the proxy in front of it. The proxies in front of
+        #: the nodes of one cluster share it, so each answer sends every node's traffic
+        #: through that node's proxy; a proxy adds itself when it listens.
+        self.routes = routes if routes is not None else {}
+
+    async def listen(self) -> None:
+        """Accept connections, and route this broker's address here."""
+        await super().listen()
+        self.routes[self.target_port] = self.port
 
     def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
-        """Point the broker address in Metadata/FindCoordinator answers at this proxy."""
+        """Point the broker addresses in Metadata/FindCoordinator answers at their proxies."""
         if key not in (3, 10):  # Metadata, FindCoordinator
             return frame
-        broker = b"127.0.0.1" + struct.pack(">i", self.target_port)
-        if broker in frame:
-            self.rewrites += 1
-            return frame.replace(broker, b"127.0.0.1" + struct.pack(">i", self.port))
+        for target, port in self.routes.items():
+            broker = b"127.0.0.1" + struct.pack(">i", target)
+            if broker in frame:
+                self.rewrites += 1
+                frame = frame.replace(broker, b"127.0.0.1" + struct.pack(">i", port))
         return frame
 
 

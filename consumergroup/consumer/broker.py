@@ -13,6 +13,17 @@ friends) or whose connection dropped are *orphaned*: handed back to the owning
 subscribes them to the new leader's BrokerConsumer. The position travels with
 the PartitionConsumer, so nothing is lost or repeated.
 
+Fetching from the closest replica (KIP-392): each request carries
+``config.client_rack``; a leader whose ``replica.selector.class`` picks another
+replica for this rack answers with its id (``preferred_read_replica``, Fetch
+v11+) and no records, and the partition is *relocated* at once to that
+replica's BrokerConsumer. It reads there for a lease of
+``metadata.refresh_frequency`` (Java: ``metadata.max.age.ms``), then goes back
+to its leader, which may name a replica again. An error from the replica
+orphans the partition (re-routed to the leader), and OFFSET_OUT_OF_RANGE from
+it (the replica is behind or ahead of us) sends it back to the leader without
+applying the reset policy, as Java's fetcher does.
+
 Against a broker that keeps fetch sessions (KIP-227, Fetch v7+) each request
 names only the partitions whose position or fetch size changed, or that joined
 or left this round (:mod:`.fetch_session`); a response leaves out the partitions
@@ -25,15 +36,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..config import MetadataConfig
 from ..errors import (
     CorruptMessageError,
     KafkaConnectionError,
     KafkaError,
+    LeaderNotAvailableError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     error_for_code,
@@ -62,6 +76,8 @@ _BATCH_LENGTH = struct.Struct(">i")
 # A v2 record batch's header up to lastOffsetDelta: base offset, length, partition leader
 # epoch, magic, crc, attributes, last offset delta.
 _BATCH_HEAD = struct.Struct(">qiibihi")
+#: Fetch v11+ partition field: preferred_read_replica (KIP-392; -1: read from this broker).
+_REPLICA_AT = 6
 #: Fetch v12 partition fields: diverging_epoch (KIP-320), always present (None if absent).
 _DIVERGING_AT = 7
 #: The wait of a "short" poll. Not 0: Tansu answers a zero-wait Fetch with no partitions.
@@ -76,6 +92,9 @@ _CAUGHT_UP_ROUNDS = 4
 IDLE_TIMEOUT = 5.0
 
 Orphan = Callable[["PartitionConsumer", BaseException], None]
+#: Hands a partition to the fetch task of another node (a preferred replica, or back to
+#: its leader), at once: no metadata refresh, no backoff.
+Relocate = Callable[["PartitionConsumer", int], None]
 
 
 class BrokerConsumer:
@@ -89,6 +108,8 @@ class BrokerConsumer:
         orphan: Orphan,
         on_exit: Callable[[BrokerConsumer], None],
         on_fetch: Callable[[float, int, int], None] | None = None,
+        *,
+        relocate: Relocate,
     ) -> None:
         self.node_id = node_id
         self._client = client
@@ -100,6 +121,7 @@ class BrokerConsumer:
         # Set by anyone who may have made a partition fetchable; cleared by run().
         self._wake = asyncio.Event()
         self._orphan = orphan
+        self._relocate = relocate
         self._on_exit = on_exit
         # Told each Fetch round trip's seconds, records and bytes (metrics).
         self._on_fetch = on_fetch
@@ -108,6 +130,13 @@ class BrokerConsumer:
         c = config.consumer
         self._max_wait_ms = int(c.max_wait_time * 1000)
         self._isolation = 1 if c.isolation_level == "read_committed" else 0
+        self._rack = config.client_rack
+        # How long a partition reads from a preferred replica before asking its leader
+        # again (Java: metadata.max.age.ms, the metadata refresh interval).
+        self._lease = config.metadata.refresh_frequency or MetadataConfig.refresh_frequency
+        # When the earliest lease of a partition read here as a preferred replica ends
+        # (inf: none is). run() only.
+        self._lease_end = math.inf
         self.task: asyncio.Task[None] | None = None
         # Backlogged partitions per request, and where the rotation starts. run() only.
         self._backlog_limit = _MAX_BACKLOG
@@ -152,6 +181,8 @@ class BrokerConsumer:
                 if old is not None:  # closed: a new consumer of the partition replaces it
                     self._drop(old, None)
                 self._subs[(pc.topic, pc.partition)] = pc
+                if pc._read_replica == self.node_id:
+                    self._lease_end = min(self._lease_end, pc._read_replica_until)
 
     def _give_up(self, pc: PartitionConsumer, message: str, cause: BaseException) -> None:
         """End ``pc`` for good with ``message`` (its reader gets the error) and let it go."""
@@ -204,6 +235,8 @@ class BrokerConsumer:
         # the others would hold the connection for max_wait_time and keep that
         # partition from being fetched when room frees: poll without waiting, and
         # wait here instead (woken by the room, bounded by max_wait_time).
+        if self._lease_end <= time.monotonic():
+            self._end_leases()
         ready: list[PartitionConsumer] = []
         short = False
         for pc in self._subs.values():  # one pass: this runs every round
@@ -311,13 +344,63 @@ class BrokerConsumer:
             session_id=plan.session_id,
             epoch=plan.epoch,
             forgotten=plan.forgotten,
+            rack_id=self._rack,
         )
+
+    def _prefer(self, pc: PartitionConsumer, node: int) -> None:
+        """The leader named ``node`` as the replica to read ``pc`` from (KIP-392): move there.
+
+        The answer carries no records (the leader skips the read), so the position is
+        unchanged and the replica serves from it. A node missing from the metadata is
+        dialed only once a refresh lists it: the partition is orphaned meanwhile (the
+        re-routing task refreshes, and the leader names the replica again).
+        """
+        self._drop(pc, None)
+        if self._client.broker(node) is None:
+            self._orphan(
+                pc,
+                KafkaConnectionError(f"preferred read replica {node} is not in the metadata"),
+            )
+            return
+        log.debug(
+            "%s/%d: the leader names replica %d to read from (rack %r)",
+            pc.topic,
+            pc.partition,
+            node,
+            self._rack,
+        )
+        pc._read_replica = node
+        pc._read_replica_until = time.monotonic() + self._lease
+        self._relocate(pc, node)
+
+    def _to_leader(self, pc: PartitionConsumer) -> None:
+        """``pc``, read here as a preferred replica, goes back to its leader."""
+        self._drop(pc, None)
+        pc._read_replica = -1
+        leader = self._client.leader_id(pc.topic, pc.partition)
+        if leader < 0:
+            self._orphan(pc, LeaderNotAvailableError(f"{pc.topic}/{pc.partition}"))
+        else:
+            self._relocate(pc, leader)
+
+    def _end_leases(self) -> None:
+        """Partitions whose preferred-replica lease ended go back to their leaders."""
+        now = time.monotonic()
+        self._lease_end = math.inf
+        for pc in list(self._subs.values()):
+            if pc._read_replica != self.node_id:
+                continue
+            if pc._read_replica_until <= now:
+                self._to_leader(pc)
+            else:
+                self._lease_end = min(self._lease_end, pc._read_replica_until)
 
     def _handle(self, resp: Any) -> int | None:
         """Deliver one Fetch response: how many partitions got records (None: request failed)."""
         version = resp.API_VERSION
         # Field positions per Fetch version: log_start_offset from v5, preferred replica v11.
         aborted_at = 5 if version >= 5 else 4
+        node = self.node_id
         read_committed = self._isolation == 1
         if getattr(resp, "error_code", 0):
             log.log(
@@ -330,7 +413,7 @@ class BrokerConsumer:
             return None
         subs = self._subs
         delivered = fetched_records = fetched_bytes = 0
-        v5, v12 = version >= 5, version >= 12
+        v5, v11, v12 = version >= 5, version >= 11, version >= 12
         for topic, partitions in resp.topics:
             for p in partitions:
                 pc = subs.get((topic, p[0]))
@@ -344,6 +427,9 @@ class BrokerConsumer:
                 pc.last_stable_offset = p[3]
                 if v5:
                     pc.log_start_offset = p[4]
+                if v11 and p[_REPLICA_AT] >= 0 and p[_REPLICA_AT] != node:
+                    self._prefer(pc, p[_REPLICA_AT])
+                    continue
                 if v12 and p[_DIVERGING_AT] is not None:
                     self._diverged(pc, p, version)
                     continue
@@ -416,6 +502,18 @@ class BrokerConsumer:
             self._drop(pc, error_for_code(code)())
             return
         if code == _OUT_OF_RANGE:
+            if pc._read_replica == self.node_id:
+                # The replica's log does not hold our position (it lags, or it is being
+                # rebuilt): not a reason to reset; the leader decides (Java's fetcher).
+                log.info(
+                    "%s/%d: offset %d out of range on replica %d; fetching from the leader",
+                    pc.topic,
+                    pc.partition,
+                    pc._offset,
+                    self.node_id,
+                )
+                self._to_leader(pc)
+                return
             self._out_of_range(pc, p, version)
             return
         error = error_for_code(code)()

@@ -1,8 +1,8 @@
 """Consumer: partition consumers and the fetch tasks that feed them (sarama's ``consumer.go``).
 
-Owns one :class:`~.broker.BrokerConsumer` per broker that leads a consumed
-partition, and the re-routing task that moves partitions between them when
-leadership changes. Used directly (``cg.Consumer``) or by a group session for
+Owns one :class:`~.broker.BrokerConsumer` per broker that serves a consumed
+partition (its leader, or the replica its leader named for ``client_rack``), and
+the re-routing task that moves partitions between them when leadership changes. Used directly (``cg.Consumer``) or by a group session for
 its claims.
 """
 
@@ -157,15 +157,32 @@ class Consumer(AsyncResource):
     async def _route(self, pc: PartitionConsumer) -> None:
         """Subscribe ``pc`` to the fetch task of its current leader."""
         await self._client.leader(pc.topic, pc.partition, "fetch")
-        node = self._client.leader_id(pc.topic, pc.partition)
+        # Whatever replica it read from before, the leader decides again (KIP-392).
+        pc._read_replica = -1
+        self._fetcher(self._client.leader_id(pc.topic, pc.partition)).subscribe(pc)
+
+    def _relocate(self, pc: PartitionConsumer, node: int) -> None:
+        """Move ``pc`` to node ``node``'s fetch task now (a preferred read replica, or
+        back to its leader): the fetch task dials it, and orphans ``pc`` if it cannot."""
+        if not pc.closed and not self._closed:
+            self._fetcher(node).subscribe(pc)
+
+    def _fetcher(self, node: int) -> BrokerConsumer:
+        """The running fetch task of node ``node`` (started if there is none)."""
         bc = self._brokers.get(node)
         if bc is None or not bc.running:
             bc = BrokerConsumer(
-                node, self._client, self.config, self._orphaned, self._broker_exited, self._fetched
+                node,
+                self._client,
+                self.config,
+                self._orphaned,
+                self._broker_exited,
+                self._fetched,
+                relocate=self._relocate,
             )
             self._brokers[node] = bc
             bc.start()
-        bc.subscribe(pc)
+        return bc
 
     def _fetched(self, latency: float, records: int, nbytes: int) -> None:
         if self.on_fetch is not None:

@@ -86,6 +86,11 @@ class PartitionConsumer:
         self._offset = offset
         # Per-partition fetch size; grows when a batch does not fit. Fetch task only.
         self._fetch_size = fetch_size
+        # The replica the leader named to read from (KIP-392; -1: the leader itself) and
+        # until when (time.monotonic()). Set and cleared by the fetch task leading the
+        # partition; cleared by the Consumer when it routes the partition to its leader.
+        self._read_replica = -1
+        self._read_replica_until = 0.0
         self.high_water_mark_offset = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1

@@ -55,8 +55,8 @@ class SeenFetch:
 class FetchProxy(RoutingProxy):
     """Forwards to the broker on ``127.0.0.1:target_port``; ``fetches`` holds what it saw."""
 
-    def __init__(self, target_port: int) -> None:
-        super().__init__(target_port)
+    def __init__(self, target_port: int, routes: dict[int, int] | None = None) -> None:
+        super().__init__(target_port, routes=routes)
         self.fetches: list[SeenFetch] = []
         self.corrupt_next: Literal["session", "epoch"] | None = None
         #: correlation id -> the SeenFetch it answers (per link: ids repeat across links)

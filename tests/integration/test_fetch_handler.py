@@ -10,8 +10,10 @@ No network: ``_handle`` never touches the client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -50,28 +52,58 @@ def batch(base: int, count: int, size: int = 10) -> bytes:
     return bytes(data)
 
 
-def response(records: bytes, *, code: int = 0, hwm: int = 100, log_start: int = 0) -> Any:
-    """A Fetch v11 response for partition 0 of TOPIC."""
+def response(
+    records: bytes, *, code: int = 0, hwm: int = 100, log_start: int = 0, replica: int = -1
+) -> Any:
+    """A Fetch v11 response for partition 0 of TOPIC (``replica``: preferred_read_replica)."""
     return FetchResponse_v11(
         throttle_time_ms=0,
         error_code=0,
         session_id=0,
-        topics=[(TOPIC, [(0, code, hwm, hwm, log_start, [], -1, records)])],
+        topics=[(TOPIC, [(0, code, hwm, hwm, log_start, [], replica, records)])],
     )
 
 
 class Harness:
     """A BrokerConsumer with one subscribed PartitionConsumer, and what it reported."""
 
-    def __init__(self, config: cg.Config, offset: int = 0) -> None:
+    def __init__(self, config: cg.Config, offset: int = 0, node: int = 0) -> None:
         self.config = config
         self.orphans: list[tuple[PartitionConsumer, BaseException]] = []
+        self.relocated: list[tuple[PartitionConsumer, int]] = []
+        # Never started: _handle does no I/O. Metadata: brokers 0-2, TOPIC/0 led by 0.
+        self.client = Client(["127.0.0.1:9"], config)
+        self.client._apply_metadata(
+            {
+                "brokers": [
+                    {"node_id": n, "host": "127.0.0.1", "port": 9, "rack": f"r{n}"}
+                    for n in range(3)
+                ],
+                "topics": [
+                    {
+                        "topic": TOPIC,
+                        "error_code": 0,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "leader": 0,
+                                "replicas": [0, 1, 2],
+                                "isr": [0, 1, 2],
+                                "error_code": 0,
+                            }
+                        ],
+                    }
+                ],
+            },
+            (),
+        )
         self.bc = BrokerConsumer(
-            0,
-            Client(["127.0.0.1:9"], config),  # never started: _handle does no I/O
+            node,
+            self.client,
             config,
             lambda pc, err: self.orphans.append((pc, err)),
             lambda bc: None,
+            relocate=lambda pc, node: self.relocated.append((pc, node)),
         )
         self.pc = PartitionConsumer(
             TOPIC,
@@ -425,3 +457,80 @@ def test_a_truncation_below_buffered_records_keeps_the_ones_below_it() -> None:
     h.bc._handle(v12_response((2, 6)))  # the leader's log ends epoch 2 at offset 6
     assert h.pc.next_offset == 0 and h.pc.position == 0
     assert h.pc not in h.bc._epochs  # the epoch at offset 0 is not known
+
+
+def test_the_preferred_read_replica_takes_the_partition_at_its_position() -> None:
+    """KIP-392: the leader names replica 2 (and sends no records): the partition moves to
+    node 2's fetch task at once, same position, for a lease of metadata.refresh_frequency;
+    the request carried the client's rack."""
+    config = cg.Config(client_rack="r2")
+    config.metadata.refresh_frequency = 30.0
+    h = Harness(config, offset=42)
+    assert h.bc._request(h.bc._session.plan([h.pc]), 500).rack_id == "r2"
+    h.handle(b"", replica=2)
+    assert h.relocated == [(h.pc, 2)] and not h.orphans and not h.subscribed()
+    assert (h.pc.next_offset, h.pc._read_replica) == (42, 2)
+    assert 29 < h.pc._read_replica_until - time.monotonic() <= 30
+
+
+def test_a_preferred_replica_missing_from_the_metadata_waits_for_a_refresh() -> None:
+    """A replica id the metadata does not list is not dialed: the partition is orphaned
+    (the re-routing task refreshes the metadata, the leader names it again)."""
+    h = Harness(cg.Config(client_rack="r7"), offset=42)
+    h.handle(b"", replica=7)
+    assert not h.relocated and [pc for pc, _ in h.orphans] == [h.pc]
+    assert h.pc._read_replica == -1
+
+
+def test_the_leader_naming_itself_keeps_the_partition() -> None:
+    """preferred_read_replica = this broker: read here (some brokers answer so)."""
+    h = Harness(cg.Config(), offset=0)
+    h.handle(batch(0, 3), replica=0)
+    assert h.subscribed() and not h.relocated and buffered_offsets(h.pc) == [0, 1, 2]
+
+
+def on_replica(node: int = 2, *, lease: float = 600.0, **config: Any) -> Harness:
+    """A harness whose fetch task is node ``node``, reading TOPIC/0 as its preferred replica."""
+    h = Harness(cg.Config(**config), offset=42, node=node)
+    h.bc._drop(h.pc, None)
+    h.pc._read_replica, h.pc._read_replica_until = node, time.monotonic() + lease
+    h.bc.subscribe(h.pc)
+    h.bc._take_new()
+    return h
+
+
+@pytest.mark.parametrize("policy", ["oldest", "newest", "error"])
+def test_out_of_range_on_the_replica_goes_back_to_the_leader_without_a_reset(policy: str) -> None:
+    """A replica answering OFFSET_OUT_OF_RANGE does not hold our position (it lags):
+    back to the leader (node 0), position kept, whatever the reset policy (Java)."""
+    h = on_replica()
+    h.config.consumer.offsets.reset = policy  # type: ignore[assignment]
+    h.handle(b"", code=OffsetOutOfRangeError.errno, hwm=40, log_start=0)
+    assert h.relocated == [(h.pc, 0)] and not h.orphans
+    assert (h.pc.next_offset, h.pc._read_replica, h.pc.closed) == (42, -1, False)
+
+
+def test_an_error_on_the_replica_reroutes_through_the_leader() -> None:
+    """NOT_LEADER_OR_FOLLOWER from the replica (it left the replica set): orphaned, and
+    the re-routing task sends it to the leader (Consumer._route clears the replica)."""
+    h = on_replica()
+    h.handle(b"", code=NotLeaderOrFollowerError.errno)
+    assert [pc for pc, _ in h.orphans] == [h.pc] and not h.relocated
+    assert h.pc.next_offset == 42
+
+
+async def test_the_lease_ends_back_at_the_leader() -> None:
+    """Once the lease ends, the next round sends the partition back to its leader, which
+    then decides again (Java: the preferred replica expires with metadata.max.age.ms)."""
+    h = on_replica(lease=0.05)
+    await asyncio.sleep(0.06)
+    h.bc._end_leases()
+    assert h.relocated == [(h.pc, 0)] and not h.subscribed()
+    assert h.pc._read_replica == -1
+
+
+def test_a_replica_lease_still_running_is_kept() -> None:
+    h = on_replica(lease=60.0)
+    h.bc._end_leases()
+    assert h.subscribed() and not h.relocated
+    assert h.bc._lease_end == h.pc._read_replica_until

@@ -100,6 +100,8 @@ BAD_VALUES: list[tuple[str, object]] = [
     ("client_id", None),
     ("client_id", "x" * 32768),
     ("client_id", "\ud800"),
+    ("client_rack", None),
+    ("client_rack", "r" * 32768),
     ("channel_buffer_size", 0),
     ("channel_buffer_size", 1.5),
     ("channel_buffer_size", True),
@@ -204,6 +206,7 @@ def test_bad_value_is_rejected_with_field_path(path: str, value: object) -> None
 
 GOOD_VALUES: list[tuple[str, object]] = [
     ("client_id", ""),
+    ("client_rack", "eu-west-1a"),
     ("channel_buffer_size", 1),
     ("net.dial_timeout", 1),
     ("net.max_open_requests", 1),
