@@ -149,7 +149,7 @@ class ClusterAdmin(AsyncResource):
             conn = await self.client.connection(broker.node_id)
             resp = await conn.send(ListGroupsRequest())
             raise_for_code(resp.error_code, f"ListGroups on {broker.address}")
-            for group, protocol_type in resp.groups:
+            for group, protocol_type, *_ in resp.groups:
                 out[group] = protocol_type
         return dict(sorted(out.items()))
 

@@ -225,8 +225,9 @@ from aiokafka.protocol.admin import (  # noqa: E402
     DescribeGroupsRequest_v2,
     DescribeGroupsRequest_v3,
     DescribeGroupsResponse_v3,
-    ListGroupsRequest,
 )
+
+from .group_admin import IncrementalAlterConfigsRequest, ListGroupsRequest  # noqa: E402
 
 
 class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):  # type: ignore[misc]
@@ -264,6 +265,60 @@ class DescribeGroupsRequest(Request[_DescribeGroupsStruct]):  # type: ignore[mis
         return request_struct_class(self._groups, False)
 
 
-API_NAMES.update({15: "DescribeGroups", 16: "ListGroups", 42: "DeleteGroups"})
-_BUILDERS += (DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest)
-__all__ += ["DeleteGroupsRequest", "DescribeGroupsRequest", "ListGroupsRequest"]
+API_NAMES.update(
+    {15: "DescribeGroups", 16: "ListGroups", 42: "DeleteGroups", 44: "IncrementalAlterConfigs"}
+)
+_BUILDERS += (
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    DeleteGroupsRequest,
+    IncrementalAlterConfigsRequest,
+)
+__all__ += [
+    "DeleteGroupsRequest",
+    "DescribeGroupsRequest",
+    "IncrementalAlterConfigsRequest",
+    "ListGroupsRequest",
+]
+
+# ------------------------------------------------------------- share groups (share/)
+
+from .share import (  # noqa: E402
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+
+API_NAMES.update(
+    {
+        76: "ShareGroupHeartbeat",
+        77: "ShareGroupDescribe",
+        78: "ShareFetch",
+        79: "ShareAcknowledge",
+        90: "DescribeShareGroupOffsets",
+        91: "AlterShareGroupOffsets",
+        92: "DeleteShareGroupOffsets",
+    }
+)
+_BUILDERS += (
+    ShareGroupHeartbeatRequest,
+    ShareGroupDescribeRequest,
+    ShareFetchRequest,
+    ShareAcknowledgeRequest,
+    DescribeShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+)
+__all__ += [
+    "AlterShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsRequest",
+    "ShareAcknowledgeRequest",
+    "ShareFetchRequest",
+    "ShareGroupDescribeRequest",
+    "ShareGroupHeartbeatRequest",
+]

@@ -74,8 +74,8 @@ def test_describe_groups_v3_reads_every_group_of_a_v3_response() -> None:
 
 
 def test_list_and_delete_groups_round_trip() -> None:
-    listed = prepare(ListGroupsRequest(), {16: (0, 5)}, "b:9092")
-    assert listed.API_VERSION == 1
+    listed = prepare(ListGroupsRequest(), {16: (0, 2)}, "b:9092")
+    assert listed.API_VERSION == 2
     wire = ListGroupsResponse_v1(0, 0, [("g1", "consumer"), ("g2", "")]).encode()
     assert plain(listed.RESPONSE_TYPE.decode(wire).groups) == [["g1", "consumer"], ["g2", ""]]
 
