@@ -82,6 +82,10 @@ class PartitionConsumer:
     ) -> None:
         self.topic = topic
         self.partition = partition
+        #: The offset this consumer was created at (already resolved from OFFSET_OLDEST /
+        #: OFFSET_NEWEST and range-checked): never changes, while ``next_offset`` moves as
+        #: soon as a fetch task has the partition. A group claim starts (and marks) here.
+        self.start_offset = offset
         # Next offset to fetch. Fetch task only.
         self._offset = offset
         # Per-partition fetch size; grows when a batch does not fit. Fetch task only.

@@ -539,8 +539,11 @@ class ConsumerGroup(AsyncResource):
         for tp, pc in pcs.items():
             if tp in self._paused:  # paused by the user while the consumers started
                 pc.pause()
-            claims[tp] = ConsumerGroupClaim(pc, pc.next_offset)
-            start[tp] = pc.next_offset
+            # Where the partition was resolved to start, not its fetch position: routing
+            # the others may have waited (a leaderless partition) while this one was
+            # fetched, and a first mark past what the handler saw would skip records.
+            claims[tp] = ConsumerGroupClaim(pc, pc.start_offset)
+            start[tp] = pc.start_offset
         offsets.assign(committed, start)
         return claims, unknown
 

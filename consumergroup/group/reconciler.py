@@ -499,7 +499,7 @@ class Reconciler:
             if task.stopping.is_set() or tp not in self._owned:  # ended during the restart
                 pc.stop()
                 return None
-            fresh = ConsumerGroupClaim(pc, pc.next_offset)
+            fresh = ConsumerGroupClaim(pc, pc.start_offset)
             self._owned[tp] = fresh
             return fresh
 

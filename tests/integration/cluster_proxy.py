@@ -15,7 +15,8 @@ route can fail on its own:
 
 ``rewrite_response(api_key, version, frame) -> frame`` may alter any response
 frame (after the 4-byte size: correlation id, then the body) before it reaches
-the client.
+the client; ``on_accept(node)``, when set, is awaited before a new connection to
+``node`` is forwarded (a dial held while the test changes the cluster).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tests.integration.metadata_codec import rewrite_metadata
@@ -52,6 +53,7 @@ class FakeCluster:
         #: (topic, partition) -> leader node id; unset partitions are led by node 1.
         self.leaders: dict[tuple[str, int], int] = {}
         self.rewrite_response: Callable[[int, int, bytes], bytes] | None = None
+        self.on_accept: Callable[[int], Awaitable[None]] | None = None
         self._mode: dict[int, str] = dict.fromkeys(self.node_ids, "up")
         self._servers: list[asyncio.Server] = []
         self._links: set[_Link] = set()
@@ -119,6 +121,8 @@ class FakeCluster:
         if self._mode[node] == "refuse":
             writer.close()
             return
+        if self.on_accept is not None:
+            await self.on_accept(node)
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
