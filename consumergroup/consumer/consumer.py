@@ -97,6 +97,8 @@ class Consumer(AsyncResource):
         ``"error"`` its PartitionConsumer is returned already failed, so its
         iterators raise :class:`~consumergroup.ConsumerError`. Partitions in
         ``paused`` start paused: not one fetch is sent for them before ``resume()``.
+        ``paused`` is read when the consumers are created (after the offsets are
+        resolved), and from then on each is reachable by :meth:`partition_consumer`.
         """
         self._check_new(wanted)
         for topic in {topic for topic, _ in wanted}:
@@ -304,6 +306,11 @@ class Consumer(AsyncResource):
     def consuming(self) -> Iterable[PartitionConsumer]:
         """The open partition consumers."""
         return list(self._partitions.values())
+
+    def partition_consumer(self, topic: str, partition: int) -> PartitionConsumer | None:
+        """The open consumer of ``topic/partition`` (None when there is none): registered as
+        soon as it is created, while :meth:`consume_partitions` still routes it."""
+        return self._partitions.get((topic, partition))
 
     async def close(self) -> None:
         """Close every partition consumer, stop the fetch tasks (and the owned client)."""

@@ -112,7 +112,10 @@ class ConsumerGroup(AsyncResource):
         )
         self.log = GroupLogger(_log, group_id, lambda: self._membership.member_id)
         # --- event-loop state ---
-        # Partitions the user paused; re-applied to every new session's claims.
+        # Partitions the user paused: the one owner of every claim's paused flag. Written
+        # only by pause()/resume()/resume_all() (in place: consume_partitions() and claim
+        # restarts hold this very set across their awaits); each new PartitionConsumer of a
+        # claim reads it the moment it is created, and those calls reach the one open now.
         self._paused: set[TopicPartition] = set()
         self._session: ConsumerGroupSession | None = None
         # Held while the rebalance loop runs, so two consume()/run() never overlap.
@@ -461,6 +464,7 @@ class ConsumerGroup(AsyncResource):
             hooks=self._hooks,
             on_end=lambda cause: self._set_state(GroupState.REBALANCING),
             open_claims=functools.partial(self._open_claims, offsets, topics),
+            paused=self._paused,
             rebalancing=self._cooperative_rebalance,
             subscription=subscription,
         )
@@ -537,8 +541,6 @@ class ConsumerGroup(AsyncResource):
         claims: dict[TopicPartition, ConsumerGroupClaim] = {}
         start: dict[TopicPartition, int] = {}
         for tp, pc in pcs.items():
-            if tp in self._paused:  # paused by the user while the consumers started
-                pc.pause()
             # Where the partition was resolved to start, not its fetch position: routing
             # the others may have waited (a leaderless partition) while this one was
             # fetched, and a first mark past what the handler saw would skip records.
@@ -630,7 +632,8 @@ class ConsumerGroup(AsyncResource):
 
     def resume_all(self) -> None:
         """Resume every paused partition."""
-        paused, self._paused = self._paused, set()
+        paused = list(self._paused)
+        self._paused.clear()
         for tp in paused:
             self._apply(tp, pause=False)
 
@@ -639,10 +642,11 @@ class ConsumerGroup(AsyncResource):
         return set(self._paused)
 
     def _apply(self, tp: TopicPartition, *, pause: bool) -> None:
-        session = self._session
-        claim = session.reconciler.claims.get(tp) if session is not None else None
-        if claim is not None:
-            claim._pc.pause() if pause else claim._pc.resume()
+        """Pause or resume the partition's open consumer, whichever claim it belongs to:
+        one a session is still starting or restarting is registered from its creation."""
+        pc = self._consumer.partition_consumer(*tp)
+        if pc is not None:
+            pc.pause() if pause else pc.resume()
 
     # ------------------------------------------------------------------ close
 

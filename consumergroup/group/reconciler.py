@@ -39,7 +39,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, NamedTuple
@@ -148,6 +148,7 @@ class Reconciler:
         config: Config,
         hooks: dict[str, HookFn],
         open_claims: OpenClaims | None,
+        paused: Collection[TopicPartition] = (),
     ) -> None:
         self._session = session
         self._consumer = consumer
@@ -155,6 +156,9 @@ class Reconciler:
         self._config = config
         self._hooks = hooks
         self._open_claims = open_claims
+        # The partitions the user paused (the group's, never written here): a restarted
+        # claim's consumer reads it when it is created, not the old claim's flag before.
+        self._paused = paused
         # The partitions this member owns, each with its current claim. Written under
         # _lock only (and by a claim task swapping in its own restarted claim); a partition
         # leaves only once its revocation is complete. Read by anyone.
@@ -490,7 +494,7 @@ class Reconciler:
             )
             try:
                 pcs = await self._consumer.consume_partitions(
-                    {tp: self._offsets.marked(*tp)}, paused=[tp] if claim._pc.paused else ()
+                    {tp: self._offsets.marked(*tp)}, paused=self._paused
                 )
             except ConsumerGroupError as exc:
                 what = f"could not be restarted ({exc})"

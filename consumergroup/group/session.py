@@ -36,7 +36,7 @@ Shared state (one event loop; "writer" = who may change it):
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -106,6 +106,7 @@ class ConsumerGroupSession:
         open_claims: OpenClaims | None = None,
         rebalancing: Callable[[bool], None] | None = None,
         subscription: Subscription | None = None,
+        paused: Collection[TopicPartition] = (),
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -139,6 +140,7 @@ class ConsumerGroupSession:
             config=config,
             hooks=hooks,
             open_claims=open_claims,
+            paused=paused,
         )
         self.cooperative = generation.cooperative
         # Told True when an incremental rebalance starts, False when it is applied.

@@ -4,6 +4,8 @@ its paused flag and its revocation, whatever else the member awaits meanwhile.""
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -40,6 +42,29 @@ class HandlesTen(cg.ConsumerGroupHandler):
         await session.done.wait()
 
 
+def on_fetch_dial(
+    cluster: FakeCluster, resolved_by: int, action: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``action`` while the member dials its fetch connection, between resolving its
+    claims' start offsets (the first answer of api key ``resolved_by``: 1, the probe Fetch of
+    committed offsets, or 2, ListOffsets) and routing them: that dial is the next one."""
+    resolved = False
+
+    def watch(key: int, version: int, frame: bytes) -> bytes:
+        nonlocal resolved
+        resolved = resolved or key == resolved_by
+        return frame
+
+    async def hold(node: int) -> None:
+        nonlocal resolved
+        if resolved:
+            resolved = False
+            await action()
+
+    cluster.rewrite_response = watch
+    cluster.on_accept = hold
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 async def test_a_claim_starts_where_it_was_resolved_while_another_waits_for_its_leader(
     bootstrap: str, new_topic: TopicFactory, on_tansu: bool, protocol: str
@@ -64,22 +89,12 @@ async def test_a_claim_starts_where_it_was_resolved_while_another_waits_for_its_
     handler = HandlesTen()
     async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
         member = cg.ConsumerGroup([cluster.address()], group, config)
-        resolved = False
 
-        def watch(key: int, version: int, frame: bytes) -> bytes:
-            nonlocal resolved
-            resolved = resolved or key == 1  # the probe Fetch: the start offsets are resolved
-            return frame
+        async def lose_leader() -> None:
+            cluster.leaders[(topic, 1)] = -1
+            await member._client.refresh_metadata(topic)
 
-        async def hold(node: int) -> None:
-            nonlocal resolved
-            if resolved:  # the next dial is the fetch connection's: routing has begun
-                resolved = False
-                cluster.leaders[(topic, 1)] = -1
-                await member._client.refresh_metadata(topic)
-
-        cluster.rewrite_response = watch
-        cluster.on_accept = hold
+        on_fetch_dial(cluster, 1, lose_leader)
         task = asyncio.create_task(member.run([topic], handler))
         try:
             await wait_for(lambda: len(handler.handled) == 10, 30, "ten records handled")
@@ -91,3 +106,115 @@ async def test_a_claim_starts_where_it_was_resolved_while_another_waits_for_its_
     assert done == 10, f"committed {done} with only {handler.handled} handled"
     assert set(range(done)) <= set(handler.handled)
     assert handler.initial[0] == 0
+
+
+class ReturnsOnce(cg.ConsumerGroupHandler):
+    """Handles (and marks) every record; its first consume_claim returns after five, so the
+    claim restarts, and calls ``returning`` first."""
+
+    def __init__(self, returning: Callable[[], None] = lambda: None) -> None:
+        self.returning = returning
+        self.handled: list[int] = []
+        self.runs = 0
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        self.runs += 1
+        async for msg in claim.messages():
+            self.handled.append(msg.offset)
+            session.mark_message(msg)
+            if self.runs == 1 and len(self.handled) == 5:
+                self.returning()
+                return
+
+
+class _Restarting(logging.Handler):
+    """Calls ``then`` when the reconciler logs that it restarts a claim (right before it
+    starts the claim's new partition consumer)."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        super().__init__()
+        self.then = then
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "restarting it after" in record.getMessage():
+            self.then()
+
+
+@pytest.mark.parametrize("call", ["resume", "pause"])
+async def test_a_pause_or_resume_while_a_claim_restarts_reaches_its_new_claim(
+    bootstrap: str, new_topic: TopicFactory, call: str
+) -> None:
+    """The user resumes (or pauses) the partition while its claim restarts, during the probe
+    that checks the restart offset. Before the fix the restart had read the old claim's paused
+    flag before that await, and resume() reached only the old (stopped) claim: the partition
+    stayed paused for good while ``paused()`` was empty (or was fetched while paused)."""
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"%d" % i for i in range(10)], partition=0)
+    partitions = {topic: [0]}
+    config = group_config()
+    config.consumer.retry.backoff = 1.0  # the stopped claim's last fetch is over by then
+    armed = False
+    restarting = _Restarting(lambda: None)
+    async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
+        member = cg.ConsumerGroup([cluster.address()], unique(), config)
+
+        def arm() -> None:
+            nonlocal armed
+            armed = True
+
+        def probed(key: int, version: int, frame: bytes) -> bytes:
+            nonlocal armed
+            if armed and key == 1:  # the restart's probe Fetch: the only Fetch by now
+                armed = False
+                member.resume(partitions) if call == "resume" else member.pause(partitions)
+            return frame
+
+        restarting.then = arm
+        cluster.rewrite_response = probed
+        handler = ReturnsOnce(lambda: member.pause(partitions) if call == "resume" else None)
+        logging.getLogger("consumergroup.group").addHandler(restarting)
+        task = asyncio.create_task(member.run([topic], handler))
+        try:
+            await wait_for(lambda: handler.runs == 2, 30, "the claim restarted")
+            state = member.stats().partitions[(topic, 0)]
+            assert state.paused == (call == "pause"), (state, member.paused())
+            if call == "pause":
+                member.resume(partitions)
+            await wait_for(lambda: len(handler.handled) == 10, 15, "the rest handled")
+        finally:
+            logging.getLogger("consumergroup.group").removeHandler(restarting)
+            await asyncio.wait_for(member.close(), 30)
+            await asyncio.wait_for(task, 10)
+    assert handler.handled == list(range(10))
+    assert member.paused() == set()
+
+
+async def test_a_resume_while_the_first_claims_start_reaches_them(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The partition was paused before run(); the user resumes it while the member routes its
+    first claims (its fetch connection being dialed). Before the fix resume() found no session
+    to apply to and the session factory only re-applied pauses: the partition was never
+    fetched."""
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"%d" % i for i in range(10)], partition=0)
+    partitions = {topic: [0]}
+    handler = ReturnsOnce()
+    handler.runs = 1  # never returns early
+    async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
+        member = cg.ConsumerGroup([cluster.address()], unique(), group_config())
+        member.pause(partitions)
+
+        async def resume() -> None:
+            member.resume(partitions)
+
+        on_fetch_dial(cluster, 2, resume)
+        task = asyncio.create_task(member.run([topic], handler))
+        try:
+            await wait_for(lambda: len(handler.handled) == 10, 20, "every record handled")
+        finally:
+            await asyncio.wait_for(member.close(), 30)
+            await asyncio.wait_for(task, 10)
+    assert handler.handled == list(range(10))
