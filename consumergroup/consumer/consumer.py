@@ -2,8 +2,8 @@
 
 Owns one :class:`~.broker.BrokerConsumer` per broker that serves a consumed
 partition (its leader, or the replica its leader named for ``client_rack``), and
-the re-routing task that moves partitions between them when leadership changes. Used directly (``cg.Consumer``) or by a group session for
-its claims.
+the re-routing task that moves partitions between them when leadership changes.
+Used directly (``cg.Consumer``) or by a group session for its claims.
 """
 
 from __future__ import annotations
