@@ -127,7 +127,7 @@ class ClusterAdmin(AsyncResource):
     :class:`~consumergroup.errors.ConsumerGroupError` subclasses.
     """
 
-    def __init__(self, addrs: Sequence[str], config: Config | None = None) -> None:
+    def __init__(self, addrs: str | Sequence[str], config: Config | None = None) -> None:
         self.config = config or Config()
         self.client = Client(addrs, self.config)
 

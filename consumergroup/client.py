@@ -84,15 +84,52 @@ class PartitionMetadata:
     error_code: int = 0
 
 
+# A host name or IPv4 address, an IPv6 address (bare or in brackets, with a zone): no
+# separators (",", ";", spaces), which belong to lists of addresses, not to one.
+_HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+|\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]")
+
+
 def parse_address(addr: str) -> tuple[str, int]:
     """``"host:port"`` (or ``"[v6]:port"``) -> (host, port); raises ConfigurationError."""
     host, sep, port = addr.strip().rpartition(":")
     # isascii: str.isdigit() accepts "²" (int() then fails) and "٣" (int() reads 3).
-    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+    if (
+        not sep
+        or not _HOST.fullmatch(host)
+        or not (port.isascii() and port.isdigit())
+        or not 0 < int(port) < 65536
+    ):
         raise ConfigurationError(
             f"broker address {addr!r} is not HOST:PORT (for example '127.0.0.1:9092')"
         )
     return host.strip("[]"), int(port)
+
+
+def bootstrap_addresses(addrs: str | Sequence[str]) -> list[str]:
+    """Bootstrap addresses as given anywhere -> a list of ``"host:port"`` strings.
+
+    Accepts a list (``["h1:9092", "h2:9092"]``), a comma-separated string
+    (``"h1:9092,h2:9092"``, the convention of librdkafka, aiokafka and Kafka's own tools)
+    or a list holding such strings (``[cluster.bootstrap]``). Every public constructor
+    that connects (``ConsumerGroup``, ``Consumer``, ``ClusterAdmin``, ...) reaches this
+    through ``Client``; an empty or malformed one is a ``ConfigurationError`` at once,
+    before any connection is tried.
+    """
+    if isinstance(addrs, str):
+        addrs = [addrs]
+    out: list[str] = []
+    for item in addrs:
+        if not isinstance(item, str):
+            raise ConfigurationError(
+                f"bootstrap address {item!r} is not a string: give 'host:port' strings, "
+                "a list of them, or one comma-separated string"
+            )
+        out.extend(part.strip() for part in item.split(",") if part.strip())
+    if not out:
+        raise ConfigurationError("no bootstrap brokers given: pass at least one 'host:port'")
+    for addr in out:
+        parse_address(addr)
+    return out
 
 
 class Client(AsyncResource):
@@ -102,14 +139,10 @@ class Client(AsyncResource):
     run on the event loop that started the client.
     """
 
-    def __init__(self, addrs: Sequence[str], config: Config | None = None) -> None:
+    def __init__(self, addrs: str | Sequence[str], config: Config | None = None) -> None:
         self.config = config or Config()
         self.config.validate()
-        if isinstance(addrs, str):
-            addrs = [addrs]
-        if not addrs:
-            raise ConfigurationError("no bootstrap brokers given: pass at least one 'host:port'")
-        self._seeds: list[tuple[str, int]] = [parse_address(a) for a in addrs]
+        self._seeds: list[tuple[str, int]] = [parse_address(a) for a in bootstrap_addresses(addrs)]
         # --- state below is touched only from the event loop, by Client methods ---
         # Latest metadata; replaced wholesale (per topic) by _apply_metadata().
         self._brokers: dict[int, BrokerInfo] = {}

@@ -18,7 +18,7 @@ fetched from Maven Central with ``mvn`` on first use (needs Java 17+ and Maven):
 
     async with KafkaCluster(nodes=3) as kc:
         await kc.create_topic("events", partitions=6, replication_factor=3)
-        ... ConsumerGroup(kc.bootstrap.split(","), ...)
+        ... ConsumerGroup(kc.bootstrap, ...)  # "127.0.0.1:P1,127.0.0.1:P2,..."
         await kc.kill_node(1)
 """
 
@@ -777,5 +777,5 @@ class KafkaCluster(AsyncResource):
         ``replication_factor`` defaults to ``min(nodes, 3)``.
         """
         replicas = replication_factor or min(len(self._nodes), 3)
-        async with Client(self.bootstrap.split(",")) as client:
+        async with Client(self.bootstrap) as client:
             await client.create_topic(name, partitions, replicas)

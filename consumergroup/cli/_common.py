@@ -15,7 +15,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
-from ..client import Client, parse_address
+from ..client import Client, bootstrap_addresses
 from ..config import Config
 from ..errors import (
     ConfigurationError,
@@ -83,15 +83,12 @@ def format_claims(claims: dict[str, list[int]]) -> str:
 def split_bootstrap(bootstrap: str) -> list[str]:
     """``a:1,b:2`` -> ``['a:1', 'b:2']``; an empty list or an address that is not
     HOST:PORT is a usage error (before any connection is tried)."""
-    addrs = [a.strip() for a in bootstrap.split(",") if a.strip()]
-    if not addrs:
+    if not bootstrap.strip(", "):
         raise CliError("--bootstrap is empty: give HOST:PORT of a Kafka broker")
-    for addr in addrs:
-        try:
-            parse_address(addr)
-        except ConfigurationError as exc:
-            raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
-    return addrs
+    try:
+        return bootstrap_addresses(bootstrap)
+    except ConfigurationError as exc:
+        raise CliError(f"bad --bootstrap {bootstrap!r}: {exc}") from None
 
 
 def status(text: str) -> None:

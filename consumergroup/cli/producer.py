@@ -165,8 +165,7 @@ async def produce(
     Opens (and closes) its own client. Returns partition -> number of records
     written there. Convenient for examples and tests; not a production producer.
     """
-    addrs = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
-    async with Client(addrs) as client:
+    async with Client(bootstrap) as client:
         partitions = await client.partitions(topic)
         plan: dict[int, tuple[list[bytes | None], list[bytes | None]]] = {
             p: ([], []) for p in partitions

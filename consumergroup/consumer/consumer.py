@@ -40,7 +40,7 @@ class Consumer(AsyncResource):
 
     def __init__(
         self,
-        addrs: Sequence[str] = (),
+        addrs: str | Sequence[str] = (),
         config: Config | None = None,
         *,
         client: Client | None = None,

@@ -78,6 +78,9 @@ class ConsumerGroup(AsyncResource):
     ``async with ConsumerGroup(addrs, "group", config) as group:
     await group.run(["topic"], handler)``.
 
+    ``addrs``: the bootstrap brokers, as a list of ``"host:port"`` strings, one
+    comma-separated string (``"h1:9092,h2:9092"``) or a list holding such strings.
+
     ``on_assigned(session, partitions)``, ``on_revoked(session, partitions)`` and
     ``on_lost(partitions)`` (sync or async callables) are called after the
     handler's methods of the same name; see :class:`ConsumerGroupHandler` for when.
@@ -85,7 +88,7 @@ class ConsumerGroup(AsyncResource):
 
     def __init__(
         self,
-        addrs: Sequence[str],
+        addrs: str | Sequence[str],
         group_id: str,
         config: Config | None = None,
         *,
