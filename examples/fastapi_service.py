@@ -8,9 +8,10 @@ Consumes the ``orders`` topic, keeps running totals in memory and serves them at
 SIGTERM, then closes the group: final commit, LeaveGroup, bounded.
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``;
-with neither, an embedded broker starts with 60 orders in the topic. Needs
-``pip install 'consumergroup[examples]'`` (FastAPI, uvicorn, prometheus_client and the
-embedded broker).
+with neither, an embedded broker starts with 60 orders in the topic. Needs FastAPI,
+prometheus_client, the embedded broker and uvicorn: from a clone, ``make install
+EXTRAS=fastapi,prometheus && .venv/bin/python -m pip install uvicorn``; from PyPI,
+``pip install 'consumergroup[fastapi,prometheus,embedded]' uvicorn``.
 """
 
 from __future__ import annotations

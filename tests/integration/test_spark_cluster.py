@@ -132,10 +132,10 @@ async def test_batch_read_and_exactly_once_stream_with_a_worker_killed_mid_batch
 
 
 def readme_command(marker: str) -> list[str]:
-    """The shell command of README's code block after ``<!-- marker -->``, as argv."""
-    text = (ROOT / "README.md").read_text()
+    """The shell command of the Spark guide's code block after ``<!-- marker -->``, as argv."""
+    text = (ROOT / "docs" / "guides" / "spark.md").read_text()
     block = re.search(rf"<!-- {marker} -->\s*```sh\n(.*?)```", text, re.DOTALL)
-    assert block is not None, f"README.md has no sh block after <!-- {marker} -->"
+    assert block is not None, f"the Spark guide has no sh block after <!-- {marker} -->"
     lines = [ln for ln in block.group(1).replace("\\\n", " ").splitlines() if ln.strip()]
     [command] = [ln for ln in lines if ln.lstrip().startswith("spark-submit")]
     return shlex.split(command, comments=True)
