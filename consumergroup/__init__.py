@@ -16,6 +16,7 @@ Public API (re-exports only; see docs/architecture.md for where each lives)::
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._run import run
 from .balance import (
     BalanceStrategy,
     CooperativeStickyAssignor,
@@ -83,6 +84,7 @@ __all__ = [
     "SilentListenerError",
     "StickyAssignor",
     "__version__",
+    "run",
 ]
 
 

@@ -3,8 +3,9 @@
 Each example is a ``ConsumerGroupHandler`` plus the ``Config`` it needs. What they
 all need besides is here: the same command line, an embedded broker with a few
 records when no bootstrap is given (so each runs standalone), and "``run()``
-until stopped, then ``close()``", where stopped means Ctrl-C, SIGTERM or the
-handler reaching ``--max-messages``.
+until the handler reaches ``--max-messages``, then ``close()``". Ctrl-C and SIGTERM
+are the library's: ``cg.run()`` cancels the example, and its ``async with`` blocks
+close the group (final commit, LeaveGroup) and the embedded broker.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -32,22 +32,14 @@ class Standalone:
     value: Callable[[int], bytes] | None = None  # record i's value, instead of record-i
 
 
-def stop_event() -> asyncio.Event:
-    """An event that Ctrl-C / SIGTERM set; the handler sets it too, at --max-messages."""
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, done.set)
-    return done
-
-
 async def run_until(
     group: cg.ConsumerGroup,
     topics: list[str],
     handler: cg.ConsumerGroupHandler,
     done: asyncio.Event,
 ) -> None:
-    """``group.run(topics, handler)`` until ``done`` is set, then ``group.close()``.
+    """``group.run(topics, handler)`` until ``done`` is set (the handler sets it at
+    ``--max-messages``) or a signal cancels the example, then ``group.close()``.
 
     ``run()`` re-joins after rebalances; ``close()`` ends the session (the
     handler's ``cleanup`` runs), commits what was marked and leaves the group.
@@ -55,10 +47,12 @@ async def run_until(
     """
     runner = asyncio.create_task(group.run(topics, handler))
     waiter = asyncio.create_task(done.wait())
-    await asyncio.wait({runner, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    await group.close()
-    await runner
+    try:
+        await asyncio.wait({runner, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when cg.run() cancelled us: close, and let run() end
+        waiter.cancel()
+        await group.close()
+        await runner
 
 
 @contextlib.asynccontextmanager
@@ -120,8 +114,6 @@ def run_example(
         async with broker_for(args.bootstrap, args.topic, standalone) as bootstrap:
             await consume(bootstrap, args)
 
-    # Ctrl-C before the example routes the signals itself (while the embedded broker
-    # starts): asyncio.run() cancels run() and raises KeyboardInterrupt; end quietly.
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+    # Ctrl-C / SIGTERM cancel run(): the group and the embedded broker close; exit 0.
+    cg.run(run())
     return 0

@@ -17,10 +17,10 @@ EXTRAS=aiohttp,prometheus``; from PyPI,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from _orders import OrderHandler, OrderTotals, order_config, run_order_service
-from _support import stop_event
 from aiohttp import web
 
 import consumergroup as cg
@@ -51,13 +51,12 @@ def create_app(
 
 async def serve(bootstrap: str, args: argparse.Namespace) -> None:
     """Serve on 127.0.0.1 until Ctrl-C / SIGTERM, then shut the app down (closing the group)."""
-    done = stop_event()
     runner = web.AppRunner(create_app(bootstrap, args.topic, args.group))
     await runner.setup()  # runs the cleanup_ctx's start: the group starts joining
     try:
         await web.TCPSite(runner, "127.0.0.1", args.port).start()
         print(f"serving on http://127.0.0.1:{args.port}", flush=True)
-        await done.wait()
+        await asyncio.Event().wait()  # until cg.run() cancels us on Ctrl-C / SIGTERM
     finally:
         await runner.cleanup()  # the cleanup_ctx's end: final commit, LeaveGroup
     print("stopped", flush=True)

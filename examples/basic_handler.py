@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import sys
 
-from _support import Standalone, run_example, run_until, stop_event
+from _support import Standalone, run_example, run_until
 
 import consumergroup as cg
 
@@ -41,7 +41,7 @@ class PrintHandler(cg.ConsumerGroupHandler):
         # Ends by itself when the session ends (a rebalance or close()).
         async for msg in claim.messages():
             if self.done.is_set():
-                continue  # stopping (the limit, Ctrl-C): the rest stays unread and unmarked
+                continue  # stopping at the limit: the rest stays unread and unmarked
             value = msg.value.decode(errors="replace") if msg.value is not None else None
             print(f"{msg.topic}/{msg.partition}@{msg.offset} key={msg.key!r} value={value}")
             session.mark_message(msg)  # committed later: offset + 1, sarama semantics
@@ -57,7 +57,7 @@ async def consume(bootstrap: str, args: argparse.Namespace) -> None:
     config.consumer.group.session_timeout = 6.0  # small: the embedded broker joins faster
     config.consumer.group.heartbeat_interval = 1.0
 
-    done = stop_event()  # set by Ctrl-C / SIGTERM, or by the handler
+    done = asyncio.Event()  # set by the handler at --max-messages
     handler = PrintHandler(args.max_messages, done)
     async with cg.ConsumerGroup([bootstrap], args.group, config) as group:
         # group.run() until done, then group.close(): commits what was marked, leaves.

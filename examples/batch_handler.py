@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import sys
 
-from _support import Standalone, run_example, run_until, stop_event
+from _support import Standalone, run_example, run_until
 
 import consumergroup as cg
 
@@ -37,7 +37,7 @@ class BatchHandler(cg.ConsumerGroupHandler):
     ) -> None:
         async for batch in claim.batches():
             if not batch or self.done.is_set():
-                continue  # stopping (the limit, Ctrl-C): the rest stays unread and unmarked
+                continue  # stopping at the limit: the rest stays unread and unmarked
             if self.max_messages is not None:
                 batch = batch[: self.max_messages - self.count]  # exactly --max-messages
             total_bytes = sum(len(m.value or b"") for m in batch)  # "process" the batch
@@ -61,7 +61,7 @@ async def consume(bootstrap: str, args: argparse.Namespace) -> None:
     config.consumer.group.session_timeout = 6.0  # small: the embedded broker joins faster
     config.consumer.group.heartbeat_interval = 1.0
 
-    done = stop_event()  # set by Ctrl-C / SIGTERM, or by the handler
+    done = asyncio.Event()  # set by the handler at --max-messages
     handler = BatchHandler(args.max_messages, done)
     async with cg.ConsumerGroup([bootstrap], args.group, config) as group:
         await run_until(group, [args.topic], handler, done)  # close(): final commit, LeaveGroup

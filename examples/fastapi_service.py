@@ -17,11 +17,12 @@ EXTRAS=fastapi,prometheus && .venv/bin/python -m pip install uvicorn``; from PyP
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 
 import uvicorn
 from _orders import OrderHandler, OrderTotals, order_config, run_order_service
-from _support import stop_event
 from fastapi import FastAPI, Request
 
 import consumergroup as cg
@@ -51,12 +52,17 @@ def create_app(bootstrap: str, topic: str = "orders", group_id: str = "order-ser
 
 async def serve(bootstrap: str, args: argparse.Namespace) -> None:
     """Run the app under uvicorn on 127.0.0.1 until Ctrl-C / SIGTERM."""
-    # Our handlers first: uvicorn hands the signal back to them once it has shut down,
-    # so the embedded broker (if any) is stopped after the app, never killed under it.
-    stop_event()
     app = create_app(bootstrap, args.topic, args.group)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port))
-    await server.serve()
+    # The signals are cg.run()'s: it cancels us, and we ask uvicorn for its graceful
+    # shutdown (the lifespan closes the group) instead of cancelling it in mid-serve.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    serving = asyncio.create_task(server.serve())
+    try:
+        await asyncio.shield(serving)
+    finally:
+        server.should_exit = True
+        await serving
 
 
 def main(argv: list[str] | None = None) -> int:

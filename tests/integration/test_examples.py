@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
 from tests.conftest import TopicFactory, unique
@@ -179,11 +180,16 @@ def readme_usage_snippet(bootstrap: str, topic: str) -> str:
     return code.replace('"127.0.0.1:9092"', repr(bootstrap)).replace('"topic-a"', repr(topic))
 
 
-async def test_ctrl_c_ends_the_readme_usage_snippet_quietly(
-    bootstrap: str, new_topic: TopicFactory, tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+async def test_a_signal_ends_the_readme_usage_snippet_cleanly(
+    bootstrap: str, new_topic: TopicFactory, tmp_path: Path, sig: signal.Signals
 ) -> None:
-    # asyncio.run() turned Ctrl-C into a 40-line CancelledError/KeyboardInterrupt
-    # traceback, although the group had committed and left cleanly.
+    """README's snippet as written (``cg.run(main())``), stopped as a terminal (Ctrl-C) and
+    as ``docker stop`` / Kubernetes (SIGTERM) stop it: exit 0, nothing on stderr, the marks
+    committed, and the member gone from the group at once (LeaveGroup, not a session
+    timeout later)."""
+    # Before cg.run: Ctrl-C gave a 40-line CancelledError/KeyboardInterrupt traceback, and
+    # SIGTERM killed the snippet with 143: no final commit, no LeaveGroup.
     topic = await new_topic(partitions=1)
     await produce(bootstrap, topic, [b"one", b"two"])
     script = tmp_path / "snippet.py"
@@ -197,10 +203,15 @@ async def test_ctrl_c_ends_the_readme_usage_snippet_quietly(
         assert proc.stdout is not None
         lines = [await asyncio.wait_for(proc.stdout.readline(), 60) for _ in range(2)]
         assert [line.split()[-1] for line in lines] == [b"b'one'", b"b'two'"], lines
-        proc.send_signal(signal.SIGINT)
-        _, err = await finish(proc, "the README snippet", 30)
-    assert err.decode() == "", err.decode()
-    assert proc.returncode == 0
+        async with ClusterAdmin([bootstrap]) as admin:
+            [before] = await admin.describe_groups(["my-group"])
+            assert len(before.members) == 1, before
+            proc.send_signal(sig)
+            _, err = await finish(proc, "the README snippet", 30)
+            assert err.decode() == "", err.decode()
+            assert proc.returncode == 0
+            [after] = await admin.describe_groups(["my-group"])
+            assert after.members == [], after  # it left: no session timeout to wait for
     assert await committed(bootstrap, "my-group", topic, 1) == {0: 2}  # marked, committed
 
 
