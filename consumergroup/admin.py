@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from ._lifecycle import AsyncResource
-from .balance.protocol import MemberAssignment
+from .balance.protocol import MemberAssignment, MemberSubscription
 from .client import Client
 from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from .consumer.positions import resolve_offsets
@@ -78,6 +78,8 @@ class GroupMember:
     target_assignment: dict[str, list[int]] | None = None
     instance_id: str | None = None
     member_protocol: str | None = None
+    #: The rack the member named (``client.rack``; KIP-881), None when it named none.
+    rack_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +112,27 @@ class TopicInfo:
     internal: bool
 
 
-def _decode_assignment(protocol_type: str, data: bytes) -> dict[str, list[int]]:
+def _decode_consumer(protocol_type: str, data: bytes, decode: Callable[[bytes], _T]) -> _T | None:
+    """``decode(data)`` for a member of the "consumer" protocol type; None for other
+    types, no bytes, or bytes of another layout (a client writing something else under
+    the "consumer" label)."""
     if protocol_type != "consumer" or not data:
-        return {}
+        return None
     try:
-        return {t: sorted(p) for t, p in MemberAssignment.decode(data).topics.items()}
-    except ValueError:  # a client writing something else under the "consumer" label
-        return {}
+        return decode(data)
+    except ValueError:
+        return None
+
+
+def _decode_assignment(protocol_type: str, data: bytes) -> dict[str, list[int]]:
+    assignment = _decode_consumer(protocol_type, data, MemberAssignment.decode)
+    return {t: sorted(p) for t, p in assignment.topics.items()} if assignment else {}
+
+
+def _subscription_rack(protocol_type: str, data: bytes) -> str | None:
+    """The rack in a classic member's subscription (ConsumerProtocol v3+), if any."""
+    subscription = _decode_consumer(protocol_type, data, MemberSubscription.decode)
+    return subscription.rack_id or None if subscription else None
 
 
 class ClusterAdmin(AsyncResource):
@@ -181,9 +197,13 @@ class ClusterAdmin(AsyncResource):
                     protocol,
                     [
                         GroupMember(
-                            member_id, client_id, host, _decode_assignment(protocol_type, assigned)
+                            member_id,
+                            client_id,
+                            host,
+                            _decode_assignment(protocol_type, assigned),
+                            rack_id=_subscription_rack(protocol_type, metadata),
                         )
-                        for member_id, client_id, host, _metadata, assigned in members
+                        for member_id, client_id, host, metadata, assigned in members
                     ],
                 )
 
@@ -224,6 +244,7 @@ class ClusterAdmin(AsyncResource):
                     target_assignment=named(m["target_assignment"]),
                     instance_id=m["instance_id"],
                     member_protocol=kinds.get(m.get("member_type", -1)),
+                    rack_id=m["rack_id"],
                 )
                 for m in g["members"]
             ],

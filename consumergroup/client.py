@@ -375,6 +375,16 @@ class Client(AsyncResource):
             )
         return parts
 
+    def replica_racks(self, topics: Iterable[str]) -> dict[tuple[str, int], frozenset[str]]:
+        """(topic, partition) -> the racks of its replicas, from the cached metadata
+        (brokers without ``broker.rack`` add none; KIP-881 assignment)."""
+        racks = {b.node_id: b.rack for b in self._brokers.values() if b.rack}
+        return {
+            (topic, p): frozenset(racks[r] for r in meta.replicas if r in racks)
+            for topic in topics
+            for p, meta in self._topics.get(topic, {}).items()
+        }
+
     def leader_id(self, topic: str, partition: int) -> int:
         """The cached leader's node id (-1 when unknown or leaderless)."""
         meta = self._topics.get(topic, {}).get(partition)

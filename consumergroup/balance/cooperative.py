@@ -32,7 +32,7 @@ from consumergroup.balance.sticky import (
     _sticky_plan,
     decode_sticky_user_data,
 )
-from consumergroup.balance.strategy import Plan
+from consumergroup.balance.strategy import Plan, Racks, member_racks
 
 _log = logging.getLogger(__name__)
 
@@ -87,13 +87,21 @@ class CooperativeStickyAssignor(StickyAssignor):
             _log.warning("ignoring unparseable cooperative-sticky user data: %s", exc)
             return PreviousAssignment(owned)
 
-    def plan(
-        self, members: Mapping[str, MemberSubscription], partitions: Mapping[str, Sequence[int]]
+    def plan_with_racks(
+        self,
+        members: Mapping[str, MemberSubscription],
+        partitions: Mapping[str, Sequence[int]],
+        racks: Racks,
     ) -> Plan:
-        """The sticky plan minus the partitions another member still reports owning."""
+        """The sticky plan (rack-aware when racks can help) minus the partitions another
+        member still reports owning."""
         previous = {member: self.previous_assignment(sub) for member, sub in members.items()}
         target = _sticky_plan(
-            {member: sub.topics for member, sub in members.items()}, partitions, previous
+            {member: sub.topics for member, sub in members.items()},
+            partitions,
+            previous,
+            member_racks(members),
+            racks,
         )
         return withhold_claimed(target, previous)
 

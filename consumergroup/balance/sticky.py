@@ -24,6 +24,22 @@ The planner works in three steps:
    first round's target keeps everything its members still own, so the second round gives out
    the handed-over partitions without disturbing anything else.
 
+Racks (KIP-881), when members name theirs and some partitions have replicas in only some
+racks (Java's rule, :func:`~.strategy.use_rack_aware`): a member is *out of the rack* of a
+partition when it names a rack that holds no replica of it. As in Java, balance comes first,
+then rack alignment, then stickiness:
+
+* step 2 takes the partitions with the fewest subscribers in their racks first and gives each
+  to its least-loaded subscriber in one of its racks while that one is below the even share,
+  ``ceil(partitions / members)`` (Java's quota), else to the least-loaded subscriber;
+* step 3's moves prefer, among the giver's free partitions of the topic, one the move takes out
+  of the wrong rack;
+* step 4 (:meth:`_Balancer.align`) moves or swaps partitions, owned ones too, while that takes
+  one more partition out of the wrong rack without unbalancing anything. An owned partition in
+  the wrong rack therefore moves when some balanced plan has it elsewhere (Java drops it from
+  its owner's claim whether or not anyone can take it), and a plan the previous round left
+  with no such move stands as it is.
+
 ``_sticky_plan`` is kept separate from :class:`StickyAssignor` so a cooperative variant can
 reuse it and only change how previous ownership is read and how the plan is staged.
 """
@@ -36,7 +52,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from consumergroup.balance.protocol import MemberSubscription, WireReader, WireWriter
-from consumergroup.balance.strategy import BalanceStrategy, Plan, build_plan
+from consumergroup.balance.strategy import (
+    Plan,
+    RackAwareStrategy,
+    Racks,
+    build_plan,
+    member_racks,
+    use_rack_aware,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -98,12 +121,40 @@ def _resolve_owners(
     return {key: owner for key, (_, owner) in best.items() if owner is not None}
 
 
+class _RackInfo:
+    """Members' racks and partitions' replica racks, when rack-aware assignment can help."""
+
+    def __init__(
+        self, racks_of: Mapping[str, str], partitions: Iterable[_TopicPartition], racks: Racks
+    ) -> None:
+        replicas = {tp: racks.get(tp, frozenset()) for tp in partitions}
+        on = use_rack_aware(racks_of.values(), replicas.values())
+        #: member -> its rack; empty when rack-aware assignment is off
+        self.racks_of: Mapping[str, str] = racks_of if on else {}
+        self._replicas = replicas if on else {}
+
+    def matches(self, member: str, tp: _TopicPartition) -> bool:
+        """``member`` names a rack that holds a replica of ``tp``."""
+        rack = self.racks_of.get(member)
+        return rack is not None and rack in self._replicas.get(tp, ())
+
+    def mismatches(self, member: str, tp: _TopicPartition) -> bool:
+        """``member`` names a rack that holds no replica of ``tp`` (Java's ``racksMismatch``)."""
+        return member in self.racks_of and not self.matches(member, tp)
+
+
+_NO_RACKS = _RackInfo({}, (), {})
+
+
 class _Balancer:
     """Mutable assignment state for steps 2 and 3 of the sticky plan."""
 
-    def __init__(self, members: list[str], subscribers: dict[str, list[str]]) -> None:
+    def __init__(
+        self, members: list[str], subscribers: dict[str, list[str]], racks: _RackInfo = _NO_RACKS
+    ) -> None:
         self._members = members  # sorted
         self._subscribers = subscribers  # topic -> sorted subscriber ids
+        self._racks = racks
         # member -> topic -> partitions; topics whose set empties are deleted, so the keys are
         # exactly the topics a member can hand over.
         self._held: dict[str, dict[str, set[int]]] = {m: {} for m in members}
@@ -120,11 +171,35 @@ class _Balancer:
         self._held[member].setdefault(topic, set()).add(partition)
         self._load[member] += 1
 
-    def assign_unowned(self, unowned: Iterable[_TopicPartition]) -> None:
-        """Step 2: each partition to its least-loaded subscriber (lowest id on ties)."""
-        by_constraint = sorted(unowned, key=lambda tp: (len(self._subscribers[tp[0]]), tp))
-        for topic, partition in by_constraint:
-            self._add(min(self._subscribers[topic], key=self._load.__getitem__), topic, partition)
+    def assign_unowned(self, unowned: Iterable[_TopicPartition], total: int) -> None:
+        """Step 2: each partition to its least-loaded subscriber (lowest id on ties); with
+        racks, to its least-loaded subscriber in one of its racks while that one is below the
+        even share of ``total`` partitions, else to the least-loaded subscriber (one it is not
+        out of the rack of, on a tie)."""
+        racks = self._racks
+        if not racks.racks_of:
+            by_constraint = sorted(unowned, key=lambda tp: (len(self._subscribers[tp[0]]), tp))
+            for topic, partition in by_constraint:
+                self._add(
+                    min(self._subscribers[topic], key=self._load.__getitem__), topic, partition
+                )
+            return
+        share = -(-total // len(self._members))
+        aligned = {
+            tp: [m for m in self._subscribers[tp[0]] if racks.matches(m, tp)] for tp in unowned
+        }
+        for tp in sorted(
+            aligned, key=lambda tp: (len(self._subscribers[tp[0]]), len(aligned[tp]), tp)
+        ):
+            under = [m for m in aligned[tp] if self._load[m] < share]
+            if under:
+                member = min(under, key=self._load.__getitem__)
+            else:
+                member = min(
+                    self._subscribers[tp[0]],
+                    key=lambda m: (self._load[m], racks.mismatches(m, tp)),
+                )
+            self._add(member, *tp)
 
     def balance(self) -> None:
         """Step 3: apply improving chains, first moving only free partitions, until none is left."""
@@ -191,13 +266,76 @@ class _Balancer:
     def _move(self, giver: str, topic: str, taker: str) -> None:
         held = self._held[giver][topic]
         kept = self._kept[giver].get(topic, set())
-        # Prefer a partition the giver did not own before the rebalance: moving it is free.
-        partition = min(held, key=lambda p: (p in kept, p))
+        # Prefer a partition the giver did not own before the rebalance (moving it is free),
+        # then one the move takes out of the wrong rack, then one it puts in none.
+        off = self._racks.mismatches
+        partition = min(
+            held,
+            key=lambda p: (p in kept, off(taker, (topic, p)) - off(giver, (topic, p)), p),
+        )
+        self._transfer(giver, topic, partition, taker)
+
+    def align(self) -> None:
+        """Step 4, with racks: move a partition out of its member's rack to a subscriber it
+        is not out of the rack of (in one of its racks, or naming none), alone when the
+        taker holds one partition fewer, else by a swap with one of the taker's partitions.
+        Loads stay as balanced, and each change takes one more partition out of the wrong
+        rack, so it ends: in a plan where no such change is left (the previous round's, when
+        nothing else changed), nothing moves."""
+        racks = self._racks
+        if not racks.racks_of:
+            return
+        subscribed: dict[str, set[str]] = {m: set() for m in self._members}
+        for topic, members in self._subscribers.items():
+            for m in members:
+                subscribed[m].add(topic)
+        changed = True
+        while changed:
+            changed = False
+            for member in self._members:
+                if member not in racks.racks_of:
+                    continue  # no rack: every partition is as good as another
+                for topic in sorted(self._held[member]):
+                    for p in sorted(self._held[member].get(topic, ())):
+                        if racks.mismatches(member, (topic, p)):
+                            changed |= self._realign(member, topic, p, subscribed)
+
+    def _realign(
+        self, giver: str, topic: str, partition: int, subscribed: Mapping[str, set[str]]
+    ) -> bool:
+        """One improving move or swap for ``partition`` (see :meth:`align`); False if none."""
+        off = self._racks.mismatches
+        tp = (topic, partition)
+        for taker in self._subscribers[topic]:
+            if taker == giver or off(taker, tp):
+                continue
+            if self._load[giver] == self._load[taker] + 1:
+                self._transfer(giver, topic, partition, taker)
+                return True
+            # The best partition to swap back: most out of the wrong racks, then free.
+            best: tuple[int, bool, str, int] | None = None
+            for other, held in self._held[taker].items():
+                if other not in subscribed[giver]:
+                    continue
+                kept = self._kept[taker].get(other, ())
+                for q in sorted(held):
+                    gain = 1 + off(taker, (other, q)) - off(giver, (other, q))
+                    key = (gain, q not in kept, other, q)
+                    if gain > 0 and (best is None or key[:2] > best[:2]):
+                        best = key
+            if best is not None:
+                self._transfer(giver, topic, partition, taker)
+                self._transfer(taker, best[2], best[3], giver)
+                return True
+        return False
+
+    def _transfer(self, giver: str, topic: str, partition: int, taker: str) -> None:
+        self._kept[giver].get(topic, set()).discard(partition)
+        held = self._held[giver][topic]
         held.remove(partition)
         if not held:
             del self._held[giver][topic]
         self._load[giver] -= 1
-        kept.discard(partition)
         self._add(taker, topic, partition)
 
     def assignment(self) -> dict[str, list[_TopicPartition]]:
@@ -224,11 +362,14 @@ def _sticky_plan(
     subscriptions: Mapping[str, Iterable[str]],
     partitions: Mapping[str, Sequence[int]],
     previous: Mapping[str, PreviousAssignment],
+    racks_of: Mapping[str, str] | None = None,
+    racks: Racks | None = None,
 ) -> Plan:
     """A balanced plan keeping as much of each member's previous assignment as possible.
 
     `subscriptions` maps every member to its topics, `previous` maps (some) members to what they
-    report owning. See the module docstring for the algorithm.
+    report owning, `racks_of` members to their racks and `racks` partitions to their replicas'
+    racks (KIP-881). See the module docstring for the algorithm.
     """
     members = sorted(subscriptions)
     subscribed = {
@@ -240,21 +381,23 @@ def _sticky_plan(
             subscribers.setdefault(topic, []).append(member)
 
     owners = _resolve_owners(subscribed, partitions, previous)
-    balancer = _Balancer(members, subscribers)
+    everything = [(t, p) for t in sorted(subscribers) for p in sorted(set(partitions[t]))]
+    rack_info = _RackInfo(racks_of or {}, everything, racks or {}) if racks_of else _NO_RACKS
+    balancer = _Balancer(members, subscribers, rack_info)
     unowned: list[_TopicPartition] = []
-    for topic in sorted(subscribers):
-        for partition in sorted(set(partitions[topic])):
-            owner = owners.get((topic, partition))
-            if owner is None:
-                unowned.append((topic, partition))
-            else:
-                balancer.keep(owner, topic, partition)
-    balancer.assign_unowned(unowned)
+    for tp in everything:
+        owner = owners.get(tp)
+        if owner is None:
+            unowned.append(tp)
+        else:
+            balancer.keep(owner, *tp)
+    balancer.assign_unowned(unowned, len(everything))
     balancer.balance()
+    balancer.align()
     return build_plan(members, balancer.assignment())
 
 
-class StickyAssignor(BalanceStrategy):
+class StickyAssignor(RackAwareStrategy):
     """KIP-54 sticky assignor, wire-compatible with Java's StickyAssignor.
 
     Plans are as balanced as the subscriptions allow (loads within one of each other when all
@@ -290,12 +433,17 @@ class StickyAssignor(BalanceStrategy):
                 return PreviousAssignment({})
         return PreviousAssignment(subscription.owned_partitions, subscription.generation_id)
 
-    def plan(
-        self, members: Mapping[str, MemberSubscription], partitions: Mapping[str, Sequence[int]]
+    def plan_with_racks(
+        self,
+        members: Mapping[str, MemberSubscription],
+        partitions: Mapping[str, Sequence[int]],
+        racks: Racks,
     ) -> Plan:
-        """Balanced, sticky plan; see the module docstring."""
+        """Balanced, sticky plan, rack-aware when racks can help; see the module docstring."""
         return _sticky_plan(
             {member: sub.topics for member, sub in members.items()},
             partitions,
             {member: self.previous_assignment(sub) for member, sub in members.items()},
+            member_racks(members),
+            racks,
         )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import ClassVar, Literal
 
 from consumergroup.balance.protocol import MemberSubscription
 
 Plan = dict[str, dict[str, list[int]]]
 """member id -> topic -> sorted partition ids."""
+
+Racks = Mapping[tuple[str, int], frozenset[str]]
+"""(topic, partition) -> the racks of its replicas (KIP-881; ``broker.rack`` of each)."""
 
 
 class BalanceStrategy(abc.ABC):
@@ -38,11 +41,44 @@ class BalanceStrategy(abc.ABC):
         Deterministic for the same input.
         """
 
+    def plan_with_racks(
+        self,
+        members: Mapping[str, MemberSubscription],
+        partitions: Mapping[str, Sequence[int]],
+        racks: Racks,
+    ) -> Plan:
+        """:meth:`plan`, knowing the racks of each partition's replicas (KIP-881).
+
+        The group leader calls this one; members name their own rack in their
+        subscription (``MemberSubscription.rack_id``, from ``config.client_rack``). A
+        rack-aware strategy overrides it; the default ignores the racks.
+        """
+        return self.plan(members, partitions)
+
     def assignment_user_data(
         self, member_id: str, plan: dict[str, list[int]], generation_id: int
     ) -> bytes | None:
         """User data the leader sends `member_id` with its share of the plan (none by default)."""
         return None
+
+
+class RackAwareStrategy(BalanceStrategy):
+    """A strategy that plans with racks (KIP-881): :meth:`plan` is its plan with none known."""
+
+    def plan(
+        self, members: Mapping[str, MemberSubscription], partitions: Mapping[str, Sequence[int]]
+    ) -> Plan:
+        """:meth:`plan_with_racks` with no rack known."""
+        return self.plan_with_racks(members, partitions, {})
+
+    @abc.abstractmethod
+    def plan_with_racks(
+        self,
+        members: Mapping[str, MemberSubscription],
+        partitions: Mapping[str, Sequence[int]],
+        racks: Racks,
+    ) -> Plan:
+        """The plan, knowing the racks of each partition's replicas."""
 
 
 def build_plan(members: Iterable[str], assigned: Mapping[str, Iterable[tuple[str, int]]]) -> Plan:
@@ -57,3 +93,24 @@ def build_plan(members: Iterable[str], assigned: Mapping[str, Iterable[tuple[str
             by_topic.setdefault(topic, []).append(partition)
         plan[member] = by_topic
     return plan
+
+
+def member_racks(members: Mapping[str, MemberSubscription]) -> dict[str, str]:
+    """member id -> its rack, for the members that name one (empty means none, as in Java)."""
+    return {member: sub.rack_id for member, sub in members.items() if sub.rack_id}
+
+
+def use_rack_aware(
+    member_racks: Iterable[str], partition_racks: Collection[frozenset[str]]
+) -> bool:
+    """Whether rack-aware assignment can help (Java's ``useRackAwareAssignment``, KIP-881).
+
+    ``partition_racks``: the racks of each partition's replicas. Only when some member's
+    rack holds replicas and some partition lacks a replica in some rack: with every
+    partition on every rack, any member reads each one in its own rack (KIP-392) anyway.
+    """
+    every = frozenset().union(*partition_racks)
+    members = frozenset(member_racks)
+    if not members or members.isdisjoint(every):
+        return False
+    return any(racks != every for racks in partition_racks)

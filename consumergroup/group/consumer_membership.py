@@ -131,6 +131,7 @@ class ConsumerMembership:
             self.member_id,
             epoch,
             instance_id=self.instance_id,
+            rack_id=self._config.client_rack or None,  # KIP-881: the broker's rack-aware assignors
             rebalance_timeout_ms=int(group_cfg.rebalance.timeout * 1000),
             subscribed_topic_names=names,
             subscribed_topic_regex=regex,

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
+
 @dataclass(slots=True)
 class Generation:
     """What one successful JoinGroup + SyncGroup gave this member."""
@@ -142,7 +143,8 @@ class Membership:
 
         ``owned``: the partitions this member still holds (a cooperative member's kept
         claims; empty for an eager member, which revoked everything first). The
-        subscription is ConsumerProtocol v3: owned partitions, generation, no rack.
+        subscription is ConsumerProtocol v3: owned partitions, generation and
+        ``config.client_rack`` (KIP-881; none when empty).
 
         Retry table (sarama ``newSession``): MEMBER_ID_REQUIRED -> rejoin at once
         with the id the broker gave; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION ->
@@ -223,6 +225,7 @@ class Membership:
                 user_data=user_data,
                 owned_partitions=owned,
                 generation_id=self.generation_id,
+                rack_id=self._config.client_rack or None,
                 version=3,
             )
             protocols.append((strategy.name, meta.encode()))
@@ -308,7 +311,8 @@ class Membership:
     async def _plan(
         self, strategy: BalanceStrategy, members: dict[str, MemberSubscription]
     ) -> list[tuple[str, bytes]]:
-        """Leader only: run the assignor over every member's subscription."""
+        """Leader only: run the assignor over every member's subscription, with the racks
+        of every partition's replicas (KIP-881)."""
         topics = sorted({t for m in members.values() for t in m.topics})
         await self._client.refresh_metadata(*topics)
         partitions = {}
@@ -320,7 +324,7 @@ class Membership:
                 self.log.warning(
                     "subscribed topic %r does not exist; assigning nothing of it", topic
                 )
-        plan = strategy.plan(members, partitions)
+        plan = strategy.plan_with_racks(members, partitions, self._client.replica_racks(partitions))
         out = []
         for member_id in members:
             share = plan.get(member_id, {})

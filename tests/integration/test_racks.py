@@ -1,27 +1,37 @@
-"""Racks on a 3-node Apache Kafka: fetching from the closest replica (KIP-392).
+"""Racks on a 3-node Apache Kafka: fetching from the closest replica (KIP-392) and
+rack-aware assignment (KIP-881).
 
-Kafka only: Tansu is a single node with no replicas and no replica selector, so there
-is no other replica to read from. The shared ``kafka_cluster3`` puts node i in rack
-``RACKS[i]`` and runs Kafka's ``RackAwareReplicaSelector``. Each node is reached through
-its own proxy (they share their routes), which records what every Fetch answer carried:
-which node served which partition's records is seen on the wire, not inferred.
+Kafka only: Tansu is a single node with no replicas, no replica selector and no racks,
+so there is no other replica to read from and every partition is in the one rack. The
+shared ``kafka_cluster3`` puts node i in rack ``RACKS[i]`` and runs Kafka's
+``RackAwareReplicaSelector``. For the fetch tests each node is reached through its own
+proxy (they share their routes), which records what every Fetch answer carried: which
+node served which partition's records is seen on the wire, not inferred.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
 
 import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.testing import KafkaCluster
 from tests.conftest import RACKS, unique
 from tests.helpers import produce
 from tests.integration.fetch_proxy import FetchProxy
-from tests.integration.group_support import Recorder, group_config, running_member, wait_for
+from tests.integration.group_support import (
+    Recorder,
+    consumer_protocol_config,
+    group_config,
+    running_member,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -121,3 +131,64 @@ async def test_without_a_rack_the_leaders_serve(kafka_cluster3: KafkaCluster) ->
                         break
         for node, proxy in enumerate(proxies):
             assert served(proxy) == {(topic, p) for p, lead in leaders.items() if lead == node}
+
+
+@pytest.mark.parametrize(
+    "protocol", ["range", "cooperative-sticky", "consumer"], ids=lambda p: p.replace("-", "_")
+)
+async def test_partitions_stay_in_their_members_racks(
+    kafka_cluster3: KafkaCluster, protocol: str
+) -> None:
+    """Three members, one per rack; a topic with one replica per partition: every member
+    gets two partitions, as many as can be of them with their replica in its rack (KIP-881),
+    on eager range and cooperative-sticky (the members join one by one: the first ones'
+    partitions move into their racks as the others come). The coordinator reports each
+    member's rack, from its subscription (classic) or its heartbeats (consumer protocol;
+    there the broker assigns, and Kafka 4.4's assignors do not use racks, so only the rack
+    reaching it is checked)."""
+    kc = kafka_cluster3
+    topic, group = unique("rackassign"), unique()
+    await kc.create_topic(topic, 6, replication_factor=1)
+    async with Client(kc.bootstrap.split(",")) as client:
+        await client.refresh_metadata(topic)
+        racks = client.replica_racks([topic])
+    # Kafka spreads the replicas over the nodes, not always evenly: the fewest partitions
+    # out of their member's rack that two per member allows.
+    best = min(
+        sum(racks[(topic, p)] != {RACKS[i // 2]} for i, p in enumerate(order))
+        for order in itertools.permutations(range(6))
+    )
+
+    def config(rack: str) -> cg.Config:
+        if protocol == "consumer":
+            return consumer_protocol_config(client_rack=rack)
+        strategy = cg.RangeAssignor() if protocol == "range" else cg.CooperativeStickyAssignor()
+        return group_config(client_rack=rack, consumer__group__rebalance__strategies=[strategy])
+
+    async with contextlib.AsyncExitStack() as stack:
+        groups: list[cg.ConsumerGroup] = []
+        for rack in RACKS:
+            member, _ = await stack.enter_async_context(
+                running_member(kc.bootstrap.split(",")[0], group, [topic], Recorder(), config(rack))
+            )
+            groups.append(member)
+
+        def owned() -> list[set[tuple[str, int]]]:
+            return [set(g.stats().partitions) for g in groups]
+
+        def settled() -> bool:
+            claims = owned()
+            return all(len(c) == 2 for c in claims) and len(set().union(*claims)) == 6
+
+        await wait_for(settled, 90, "two partitions per member")
+        async with ClusterAdmin(kc.bootstrap.split(",")) as admin:
+            (described,) = await admin.describe_groups([group])
+        by_member = {m.member_id: m.rack_id for m in described.members}
+        assert by_member == {
+            g.stats().member_id: rack for g, rack in zip(groups, RACKS, strict=True)
+        }
+        if protocol != "consumer":
+            away = sum(
+                racks[tp] != {rack} for rack, c in zip(RACKS, owned(), strict=True) for tp in c
+            )
+            assert away == best, (owned(), racks)

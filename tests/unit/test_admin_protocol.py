@@ -14,8 +14,8 @@ from aiokafka.protocol.admin import (
     ListGroupsResponse_v1,
 )
 
-from consumergroup.admin import _decode_assignment
-from consumergroup.balance.protocol import MemberAssignment
+from consumergroup.admin import _decode_assignment, _subscription_rack
+from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
 from consumergroup.cli._cluster import ClusterOptions
 from consumergroup.cli._common import CliError
 from consumergroup.cli.consume import message_json
@@ -92,6 +92,16 @@ def test_assignments_decode_only_for_the_consumer_protocol() -> None:
     assert _decode_assignment("connect", raw) == {}
     assert _decode_assignment("consumer", b"") == {}
     assert _decode_assignment("consumer", b"\x00\x01\xff") == {}  # malformed: shown as none
+
+
+def test_a_classic_members_rack_is_read_from_its_subscription() -> None:
+    """ConsumerProtocol v3 carries the member's rack (KIP-881); describe shows it."""
+    raw = MemberSubscription(["a"], rack_id="eu-west-1a", version=3).encode()
+    assert _subscription_rack("consumer", raw) == "eu-west-1a"
+    assert _subscription_rack("consumer", MemberSubscription(["a"], version=3).encode()) is None
+    assert _subscription_rack("consumer", MemberSubscription(["a"], rack_id="x").encode()) is None
+    assert _subscription_rack("connect", raw) is None
+    assert _subscription_rack("consumer", b"\x00\x03\xff") is None
 
 
 def test_murmur2_matches_the_java_partitioner() -> None:
