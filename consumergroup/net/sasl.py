@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from .connection import BrokerConnection
 
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# The iteration counts a SCRAM server may ask for, as Kafka's ScramMechanism bounds them
+# (a broker stores no credential outside them). Below: a cheap hash of the password for
+# whoever runs the "broker"; above: a hostile broker burning our CPU (PBKDF2 is linear).
+SCRAM_MIN_ITERATIONS = 4096
+SCRAM_MAX_ITERATIONS = 16384
 
 
 class ScramClient:
@@ -57,8 +62,13 @@ class ScramClient:
             raise SaslAuthenticationFailedError(
                 f"SCRAM: malformed server-first-message from the broker ({exc!r})"
             ) from None
-        if iterations < 1:
-            raise SaslAuthenticationFailedError(f"SCRAM: bad iteration count {iterations}")
+        if not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
+            raise SaslAuthenticationFailedError(
+                f"SCRAM: the broker asked for {iterations} iterations, outside the "
+                f"{SCRAM_MIN_ITERATIONS}-{SCRAM_MAX_ITERATIONS} a Kafka broker stores "
+                "credentials with (as Kafka's own client checks): refused, this is not a "
+                "Kafka broker's answer"
+            )
         if not nonce.startswith(self._nonce):
             raise SaslAuthenticationFailedError("SCRAM: the server nonce does not extend ours")
         salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)

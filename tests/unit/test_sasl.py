@@ -95,3 +95,22 @@ def test_random_nonces_differ() -> None:
     second = ScramClient("SCRAM-SHA-256", "u", "p").first_message()
     assert first != second
     assert first.startswith(b"n,,n=u,r=")
+
+
+# ----------------------------------------------------------------------- SCRAM iterations
+
+
+@pytest.mark.parametrize("iterations", [1, 4095, 16385, 2**31 - 1, 10**12])
+@pytest.mark.timeout(10)  # uncapped, PBKDF2 with 2**31 rounds would run for half an hour
+def test_iteration_counts_outside_kafkas_bounds_are_refused(iterations: int) -> None:
+    """Issue 27: a hostile broker could ask for any count and burn our CPU (or ask for one
+    round and get a cheap hash of the password): Kafka's client and brokers keep to
+    4096-16384 (ScramMechanism), so do we."""
+    server_first = SERVER_FIRST.replace(b"i=4096", b"i=%d" % iterations)
+    with pytest.raises(SaslAuthenticationFailedError, match=f"asked for {iterations} iter"):
+        rfc_client().final_message(server_first)
+
+
+def test_the_highest_iteration_count_kafka_stores_is_accepted() -> None:
+    server_first = SERVER_FIRST.replace(b"i=4096", b"i=16384")
+    assert rfc_client().final_message(server_first).startswith(b"c=biws,r=")
