@@ -75,7 +75,9 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "ListenerMismatchError",
+    "MSKIAMTokenProvider",
     "NoBrokersAvailableError",
+    "OIDCTokenProvider",
     "PartitionConsumer",
     "PartitionStats",
     "RangeAssignor",
@@ -94,10 +96,14 @@ __all__ = [
 # goes in ``__all__`` and in the TYPE_CHECKING block below too.
 _LAZY: dict[str, tuple[str, str]] = {
     "testing": (f"{__name__}.testing", ""),
+    "OIDCTokenProvider": (f"{__name__}.oauth", "OIDCTokenProvider"),
+    "MSKIAMTokenProvider": (f"{__name__}.oauth", "MSKIAMTokenProvider"),
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from . import testing as testing
+    from .oauth import MSKIAMTokenProvider as MSKIAMTokenProvider
+    from .oauth import OIDCTokenProvider as OIDCTokenProvider
 
 
 def __getattr__(name: str) -> Any:

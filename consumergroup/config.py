@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 import ssl
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Literal, NoReturn, get_args
+from typing import TYPE_CHECKING, Literal, NoReturn, TypeAlias, get_args
 
 from .errors import ConfigurationError
 
@@ -44,6 +46,7 @@ __all__ = [
     "SASLConfig",
     "SaslMechanism",
     "TLSConfig",
+    "TokenProvider",
 ]
 
 OFFSET_NEWEST = -1
@@ -51,8 +54,13 @@ OFFSET_NEWEST = -1
 OFFSET_OLDEST = -2
 """Start from the oldest retained message (Kafka's ``earliest``; sarama's ``OffsetOldest``)."""
 
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
 """The SASL mechanisms this client implements."""
+TokenProvider: TypeAlias = Callable[[], Awaitable[tuple[str, float]]]
+"""An OAUTHBEARER token source: ``async () -> (token, lifetime in seconds)``.
+
+Called for every connection's authentication and re-authentication: cache the token
+and refresh it before it expires (:class:`~consumergroup.OIDCTokenProvider` does)."""
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
 """Which records a fetch returns: all, or only those of committed transactions."""
 OffsetReset = Literal["oldest", "newest", "error"]
@@ -69,6 +77,10 @@ _INT32_MS_MAX_SECONDS = _INT32_MAX / 1000
 _INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _MAX_PROTOCOL_STRING_BYTES = 32767  # int16 length prefix
 _MAX_SHOWN = 80  # longest value repr quoted in an error message
+# SASL extension names and values (KIP-342), as Kafka's OAuthBearerClientInitialResponse checks.
+_EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+_EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+_USER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _default_strategies() -> list[BalanceStrategy]:
@@ -232,13 +244,37 @@ class TLSConfig(_Section):
 class SASLConfig(_Section):
     """SASL authentication (sarama: ``Net.SASL``).
 
+    Each mechanism takes its own settings, and a setting another mechanism would
+    use is refused (it would be silently ignored):
+
+    - ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``: ``user`` and ``password``.
+    - ``OAUTHBEARER`` (KIP-255): ``token_provider`` and optional ``extensions``.
+    - ``GSSAPI`` (Kerberos): ``kerberos_service_name``, and ``kerberos_principal`` with
+      ``kerberos_keytab``, or neither (the default ticket cache, as after ``kinit``).
+
+    When the broker sets ``connections.max.reauth.ms``, every connection authenticates
+    again before its session expires (KIP-368), for every mechanism.
+
     Attributes:
         enable: Authenticate every connection with SASL.
-        mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``.
-        user: The user name; required when ``enable`` is True.
-        password: The password; required when ``enable`` is True.
+        mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"``, ``"SCRAM-SHA-512"``,
+            ``"OAUTHBEARER"`` or ``"GSSAPI"``.
+        user: The user name (PLAIN, SCRAM).
+        password: The password (PLAIN, SCRAM).
         handshake: Send a SaslHandshake request first (sarama: ``Handshake``);
-            when False, SaslAuthenticate requests are sent without one.
+            when False, SaslAuthenticate requests are sent without one (a
+            re-authentication always sends one: the broker requires it).
+        token_provider: OAUTHBEARER: ``async () -> (token, lifetime_s)``, called for
+            each authentication (:class:`~consumergroup.OIDCTokenProvider`,
+            :class:`~consumergroup.MSKIAMTokenProvider`, or your own).
+        extensions: OAUTHBEARER: SASL extensions sent with the token (KIP-342), e.g.
+            Confluent Cloud's ``{"logicalCluster": "lkc-1", "identityPoolId": "pool-1"}``.
+        kerberos_service_name: GSSAPI: the brokers' Kerberos service name (Java:
+            ``sasl.kerberos.service.name``); the target is ``<name>@<broker host>``.
+        kerberos_principal: GSSAPI: the client principal (``user@REALM``); empty: the
+            default one of the ticket cache.
+        kerberos_keytab: GSSAPI: a keytab holding ``kerberos_principal``'s keys; empty:
+            the ticket cache (``KRB5CCNAME``, ``kinit``).
     """
 
     enable: bool = False
@@ -246,6 +282,11 @@ class SASLConfig(_Section):
     user: str = ""
     password: str = field(default="", repr=False)
     handshake: bool = True
+    token_provider: TokenProvider | None = field(default=None, repr=False)
+    extensions: dict[str, str] = field(default_factory=dict)
+    kerberos_service_name: str = "kafka"
+    kerberos_principal: str = ""
+    kerberos_keytab: str = ""
 
     def _check(self, path: str) -> None:
         _check_type(f"{path}.enable", self.enable, bool, "use True or False")
@@ -260,19 +301,102 @@ class SASLConfig(_Section):
             f"{path}.password", self.password, str, "give the password as a str", secret=True
         )
         _check_type(f"{path}.handshake", self.handshake, bool, "use True or False")
-        if self.enable and not self.user:
+        if self.token_provider is not None and not callable(self.token_provider):
             _fail(
-                f"{path}.user",
-                self.user,
-                "must not be empty when SASL is enabled",
-                f"set {path}.user, or set {path}.enable = False",
+                f"{path}.token_provider",
+                self.token_provider,
+                "must be an async callable returning (token, lifetime_s)",
+                "pass e.g. cg.OIDCTokenProvider(...), or an async def of your own",
             )
-        if self.enable and not self.password:
+        self._check_extensions(path)
+        for name in ("kerberos_service_name", "kerberos_principal", "kerberos_keytab"):
+            _check_type(f"{path}.{name}", getattr(self, name), str, "give it as a str")
+        if not self.kerberos_service_name:
             _fail(
-                f"{path}.password",
-                self.password,
-                "must not be empty when SASL is enabled",
-                f"set {path}.password, or set {path}.enable = False",
+                f"{path}.kerberos_service_name",
+                self.kerberos_service_name,
+                "must not be empty",
+                "use the brokers' Kerberos service name (Kafka's default: 'kafka')",
+            )
+        if self.enable:
+            self._check_mechanism_settings(path)
+
+    def _check_extensions(self, path: str) -> None:
+        where = f"{path}.extensions"
+        _check_type(where, self.extensions, dict, "give a dict of str to str")
+        for key, value in self.extensions.items():
+            if not isinstance(key, str) or not _EXTENSION_KEY.fullmatch(key) or key == "auth":
+                _fail(
+                    where,
+                    key,
+                    "has an invalid extension name (letters only, and not 'auth')",
+                    "use the name your broker or cloud expects, e.g. 'logicalCluster'",
+                )
+            if not isinstance(value, str) or not _EXTENSION_VALUE.fullmatch(value):
+                _fail(
+                    where,
+                    {key: value},
+                    "must map each name to a non-empty str of printable ASCII",
+                    "give the extension's value as text",
+                )
+
+    def _check_mechanism_settings(self, path: str) -> None:
+        """Each mechanism's own settings are there, and no other mechanism's."""
+        mechanism = self.mechanism
+        others = {
+            "user": ("PLAIN and SCRAM", mechanism in _USER_MECHANISMS),
+            "password": ("PLAIN and SCRAM", mechanism in _USER_MECHANISMS),
+            "token_provider": ("OAUTHBEARER", mechanism == "OAUTHBEARER"),
+            "extensions": ("OAUTHBEARER", mechanism == "OAUTHBEARER"),
+            "kerberos_principal": ("GSSAPI", mechanism == "GSSAPI"),
+            "kerberos_keytab": ("GSSAPI", mechanism == "GSSAPI"),
+        }
+        for name, (users, used) in others.items():
+            value = getattr(self, name)
+            if not used and value:
+                _fail(
+                    f"{path}.{name}",
+                    value,
+                    f"is used by {users} only, not by {path}.mechanism={mechanism!r}",
+                    f"drop {path}.{name}, or pick the mechanism it belongs to",
+                    secret=name == "password",
+                )
+        if mechanism in _USER_MECHANISMS:
+            for name in ("user", "password"):
+                if not getattr(self, name):
+                    _fail(
+                        f"{path}.{name}",
+                        getattr(self, name),
+                        "must not be empty when SASL is enabled",
+                        f"set {path}.{name}, or set {path}.enable = False",
+                    )
+        elif mechanism == "OAUTHBEARER" and self.token_provider is None:
+            _fail(
+                f"{path}.token_provider",
+                None,
+                "must be set for OAUTHBEARER",
+                "pass cg.OIDCTokenProvider(token_endpoint_url, client_id, client_secret), "
+                "cg.MSKIAMTokenProvider(region), or an async callable returning "
+                "(token, lifetime_s)",
+            )
+        elif mechanism == "GSSAPI":
+            self._check_kerberos(path)
+
+    def _check_kerberos(self, path: str) -> None:
+        if self.kerberos_keytab and not self.kerberos_principal:
+            _fail(
+                f"{path}.kerberos_principal",
+                self.kerberos_principal,
+                f"must be set with {path}.kerberos_keytab",
+                "name the principal whose keys the keytab holds (e.g. 'app@EXAMPLE.COM')",
+            )
+        if self.kerberos_keytab and not os.path.isfile(self.kerberos_keytab):
+            _fail(
+                f"{path}.kerberos_keytab",
+                self.kerberos_keytab,
+                "is not a file",
+                "give the path of the client's keytab, or leave it empty to use the "
+                "ticket cache (kinit)",
             )
 
 

@@ -8,13 +8,22 @@ routed to its caller by correlation id. A dropped connection fails every
 waiting caller with :class:`KafkaConnectionError` (retriable) at once; so does
 a request timeout, which retires the connection (a silent peer is presumed
 gone; TCP keepalive catches the idle half-open ones). Nothing waits forever.
+
+With SASL, the connection also owns its authentication: :meth:`open` authenticates
+it, and when the broker granted a session that expires (``connections.max.reauth.ms``,
+KIP-368) the connection authenticates again, on the same socket, once 85-95 % of the
+session has passed: the next request starts it and waits, as do the others
+(requests already in flight are answered before it: a broker answers a connection's
+requests in order), for the one SaslHandshake + SaslAuthenticate exchange.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
+import random
 import socket
 import ssl
 import struct
@@ -265,6 +274,16 @@ class BrokerConnection:
         self._error: BaseException | None = None
         # The broker's advertised (min, max) per API; filled by _negotiate().
         self.broker_versions: VersionRanges = {}
+        # SASL re-authentication (KIP-368). Owned by the event loop: _authenticate() sets
+        # the loop time after which the next request re-authenticates first (inf: never);
+        # _authenticated() starts a re-authentication (_reauth, done when it ends, and
+        # _reauth_task, which runs it) and no request is written while _reauth is set;
+        # _fail() cancels the task.
+        self._reauth_at = math.inf
+        self._reauth: asyncio.Future[None] | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        #: Re-authentications completed on this connection (for logs and tests).
+        self.reauthentications = 0
 
     @property
     def quirks(self) -> BrokerQuirks:
@@ -304,9 +323,7 @@ class BrokerConnection:
                         ) from None
                     raise
                 if config.net.sasl.enable:
-                    from .sasl import authenticate
-
-                    await authenticate(conn, config.net.sasl)
+                    await conn._authenticate()
         except TimeoutError:
             conn.abort()
             if conn._silent():
@@ -481,6 +498,16 @@ class BrokerConnection:
         """
         struct_ = prepare(request, self.broker_versions, self.address)
         payload = await self._roundtrip(struct_, timeout or self._config.net.read_timeout)
+        return self._decode(struct_, payload)
+
+    async def _sasl_send(self, request: AnyRequest) -> Any:
+        """A SASL request of an (re-)authentication: written at once, past the gate that
+        holds every other request while a re-authentication runs, and without a slot
+        (one at a time; the requests holding the slots may be waiting for it)."""
+        struct_ = prepare(request, self.broker_versions, self.address)
+        return self._decode(struct_, await self._request(struct_, self._config.net.read_timeout))
+
+    def _decode(self, struct_: AnyRequestStruct, payload: Frame) -> Any:
         try:
             return decode_response(struct_, payload)
         except Exception as exc:  # the codec raises ValueError/struct.error/IndexError
@@ -493,10 +520,20 @@ class BrokerConnection:
 
         For a request that must reach the broker *after* those already in flight here
         (a broker answers a connection's requests in order) when nobody can wait for it.
+        During a re-authentication it is written when that ends.
         """
         if self._error is not None:
             raise self._reraisable()
-        self._write(prepare(request, self.broker_versions, self.address))
+        struct_ = prepare(request, self.broker_versions, self.address)
+        if self._reauth is None:
+            self._write(struct_)
+            return
+
+        def write_after(_: object) -> None:
+            if self._error is None:
+                self._write(struct_)
+
+        self._reauth.add_done_callback(write_after)
 
     def _write(self, struct_: AnyRequestStruct) -> int:
         """Frame ``struct_`` under the next correlation id and write it; returns the id."""
@@ -511,31 +548,102 @@ class BrokerConnection:
         if self._error is not None:
             raise self._reraisable()
         async with self._slots:
-            if self._error is not None:
-                raise self._reraisable()
-            assert self._protocol is not None
-            protocol = self._protocol
-            cid = self._write(struct_)
-            fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-            self._inflight[cid] = fut  # no callback runs before the next await
-            try:
-                if not protocol.writable.is_set():
-                    await self._drain(protocol)
-                async with asyncio.timeout(timeout):
-                    return await fut
-            except TimeoutError:
-                # No answer: the peer or the path may be gone without a FIN (half-open).
-                # Retire the connection so the next request redials instead of waiting
-                # out the same silence; the other waiters fail retriably now.
-                self._inflight.pop(cid, None)
-                error = RequestTimedOutError(
-                    f"{type(struct_).__name__} to {self.address} got no answer within "
-                    f"{timeout}s (net.read_timeout)"
-                )
-                self.retire(f"a request on it got no answer within {timeout}s")
-                raise error from None
-            finally:
-                self._inflight.pop(cid, None)
+            await self._authenticated()
+            return await self._request(struct_, timeout)
+
+    async def _request(self, struct_: AnyRequestStruct, timeout: float) -> Frame:
+        """Write ``struct_`` and wait for its answer (the caller holds a slot, or is the
+        authentication)."""
+        if self._error is not None:
+            raise self._reraisable()
+        assert self._protocol is not None
+        protocol = self._protocol
+        cid = self._write(struct_)
+        fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._inflight[cid] = fut  # no callback runs before the next await
+        try:
+            if not protocol.writable.is_set():
+                await self._drain(protocol)
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            # No answer: the peer or the path may be gone without a FIN (half-open).
+            # Retire the connection so the next request redials instead of waiting
+            # out the same silence; the other waiters fail retriably now.
+            self._inflight.pop(cid, None)
+            error = RequestTimedOutError(
+                f"{type(struct_).__name__} to {self.address} got no answer within "
+                f"{timeout}s (net.read_timeout)"
+            )
+            self.retire(f"a request on it got no answer within {timeout}s")
+            raise error from None
+        finally:
+            self._inflight.pop(cid, None)
+
+    # ------------------------------------------------------------ authentication
+
+    async def _authenticate(self, *, reauth: bool = False) -> None:
+        """Authenticate with SASL (again, if ``reauth``) and note when to do it next."""
+        from .sasl import authenticate
+
+        sasl = self._config.net.sasl
+        lifetime = await authenticate(self._sasl_send, self.host, self.address, sasl, reauth=reauth)
+        if lifetime is None:
+            self._reauth_at = math.inf
+            return
+        # As Kafka's client: at 85-95 % of the session, for the latency and clock drift
+        # between the broker's clock and ours, and so that connections spread out.
+        now = asyncio.get_running_loop().time()
+        self._reauth_at = now + lifetime * random.uniform(0.85, 0.95)
+
+    async def _authenticated(self) -> None:
+        """Return when a request may be written: not while a re-authentication is on the
+        wire (the broker would take the request for a SASL token and close). A request
+        finding the session due starts the re-authentication; every request waits for it.
+        Nothing may await between this returning and the request being written."""
+        while True:
+            reauth = self._reauth
+            if reauth is None:
+                if self._error is not None or asyncio.get_running_loop().time() < self._reauth_at:
+                    return
+                reauth = self._start_reauthentication()
+            await asyncio.shield(reauth)  # one waiter cancelled leaves it to the others
+
+    def _start_reauthentication(self) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reauth = done
+        self._reauth_task = asyncio.create_task(
+            self._reauthenticate(done), name=f"reauthenticate {self.address}"
+        )
+        return done
+
+    async def _reauthenticate(self, done: asyncio.Future[None]) -> None:
+        """One re-authentication, bounded by ``net.dial_timeout``. If it fails the
+        connection is retired: the requests waiting for it fail retriably (none of them
+        was written) and the next one dials afresh, whose authentication then says
+        clearly what is wrong if it is the credentials."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(self._config.net.dial_timeout):
+                await self._authenticate(reauth=True)
+            self.reauthentications += 1
+            log.debug(
+                "re-authenticated %s in %.3fs; next in %.1fs",
+                self.address,
+                loop.time() - started,
+                self._reauth_at - loop.time(),
+            )
+        except Exception as exc:  # TimeoutError included
+            self._reauth_task = None  # retire() must not cancel this very task
+            reason = "it timed out (net.dial_timeout)" if isinstance(exc, TimeoutError) else exc
+            log.warning("re-authentication with %s failed: %s", self.address, reason)
+            self.retire(f"re-authenticating its SASL session failed: {reason}")
+        finally:
+            self._reauth = None
+            self._reauth_task = None
+            if not done.done():  # _fail() resolves it when it closes the connection
+                done.set_result(None)
 
     async def _drain(self, protocol: _FrameProtocol) -> None:
         """Wait for room in a full send buffer, up to ``net.write_timeout``."""
@@ -574,6 +682,11 @@ class BrokerConnection:
         for fut in inflight.values():
             if not fut.done():
                 fut.set_exception(self._reraisable())
+        if self._reauth_task is not None:
+            self._reauth_task.cancel()
+        reauth, self._reauth = self._reauth, None
+        if reauth is not None and not reauth.done():
+            reauth.set_result(None)  # its waiters resume and see the error
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
 

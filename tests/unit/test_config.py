@@ -121,10 +121,19 @@ BAD_VALUES: list[tuple[str, object]] = [
     ("net.tls.context", "my-context"),
     ("net.sasl", {}),
     ("net.sasl.enable", 1),
-    ("net.sasl.mechanism", "GSSAPI"),
+    ("net.sasl.mechanism", "KERBEROS"),
     ("net.sasl.mechanism", "plain"),
     ("net.sasl.user", None),
     ("net.sasl.handshake", "true"),
+    ("net.sasl.token_provider", "my-token"),
+    ("net.sasl.extensions", None),
+    ("net.sasl.extensions", {"auth": "x"}),
+    ("net.sasl.extensions", {"logical-cluster": "lkc-1"}),
+    ("net.sasl.extensions", {"logicalCluster": ""}),
+    ("net.sasl.extensions", {"logicalCluster": "caf\u00e9"}),
+    ("net.sasl.extensions", {"logicalCluster": 1}),
+    ("net.sasl.kerberos_service_name", ""),
+    ("net.sasl.kerberos_principal", None),
     ("metadata", None),
     ("metadata.retry", None),
     ("metadata.retry.max", -1),
@@ -287,6 +296,78 @@ def test_sasl_enabled_needs_credentials(user: str, password: str, path: str) -> 
     sasl.enable, sasl.user, sasl.password = True, user, password
     with pytest.raises(ConfigurationError, match=f"^{path}=.*must not be empty"):
         config.validate()
+
+
+async def _token() -> tuple[str, float]:
+    return "a.b.c", 60.0
+
+
+def _sasl(mechanism: str, **settings: object) -> Config:
+    config = Config()
+    config.net.sasl.enable = True
+    _set(config, "net.sasl.mechanism", mechanism)
+    for name, value in settings.items():
+        _set(config, f"net.sasl.{name}", value)
+    return config
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"mechanism": "OAUTHBEARER", "token_provider": _token},
+        {"mechanism": "OAUTHBEARER", "token_provider": _token, "extensions": {"a": "b c"}},
+        {"mechanism": "GSSAPI"},
+        {"mechanism": "GSSAPI", "kerberos_principal": "app@EXAMPLE.COM"},
+        {"mechanism": "GSSAPI", "kerberos_service_name": "kafka-prod"},
+    ],
+    ids=["oauth", "oauth-extensions", "gssapi-ticket-cache", "gssapi-principal", "gssapi-sn"],
+)
+def test_each_mechanism_with_its_own_settings_is_valid(settings: dict[str, object]) -> None:
+    _sasl(**settings).validate()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "field", "value", "message"),
+    [
+        ("OAUTHBEARER", "user", "alice", "used by PLAIN and SCRAM only"),
+        ("OAUTHBEARER", "password", "s3cret", "used by PLAIN and SCRAM only"),
+        ("GSSAPI", "user", "alice", "used by PLAIN and SCRAM only"),
+        ("PLAIN", "token_provider", _token, "used by OAUTHBEARER only"),
+        ("SCRAM-SHA-256", "extensions", {"a": "b"}, "used by OAUTHBEARER only"),
+        ("GSSAPI", "token_provider", _token, "used by OAUTHBEARER only"),
+        ("OAUTHBEARER", "kerberos_principal", "app@EXAMPLE.COM", "used by GSSAPI only"),
+        ("PLAIN", "kerberos_keytab", "/etc/app.keytab", "used by GSSAPI only"),
+    ],
+)
+def test_a_setting_of_another_mechanism_is_refused(
+    mechanism: str, field: str, value: object, message: str
+) -> None:
+    settings: dict[str, object] = {"user": "alice", "password": "s3cret"}
+    if mechanism == "OAUTHBEARER":
+        settings = {"token_provider": _token}
+    elif mechanism == "GSSAPI":
+        settings = {}
+    settings[field] = value
+    with pytest.raises(ConfigurationError, match=f"^net.sasl.{field}=.*{message}") as info:
+        _sasl(mechanism, **settings).validate()
+    assert "s3cret" not in str(info.value)
+
+
+def test_oauthbearer_needs_a_token_provider() -> None:
+    with pytest.raises(ConfigurationError, match="token_provider=None must be set") as info:
+        _sasl("OAUTHBEARER").validate()
+    assert "OIDCTokenProvider" in str(info.value)
+
+
+def test_a_keytab_needs_its_principal_and_must_exist(tmp_path: Any) -> None:
+    keytab = tmp_path / "app.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    with pytest.raises(ConfigurationError, match=r"kerberos_principal=.*must be set with"):
+        _sasl("GSSAPI", kerberos_keytab=str(keytab)).validate()
+    missing = str(tmp_path / "missing.keytab")
+    with pytest.raises(ConfigurationError, match=r"kerberos_keytab=.*is not a file"):
+        _sasl("GSSAPI", kerberos_principal="app@X", kerberos_keytab=missing).validate()
+    _sasl("GSSAPI", kerberos_principal="app@X", kerberos_keytab=str(keytab)).validate()
 
 
 def test_password_is_never_echoed() -> None:

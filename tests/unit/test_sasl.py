@@ -1,13 +1,25 @@
-"""ScramClient against RFC 7677's SCRAM-SHA-256 test vector, and its refusals."""
+"""ScramClient against RFC 7677's SCRAM-SHA-256 test vector, and its refusals; the
+OAUTHBEARER client message as Kafka's broker parses it, and the token checks."""
 
 from __future__ import annotations
 
 import base64
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from consumergroup.errors import SaslAuthenticationFailedError
-from consumergroup.net.sasl import ScramClient
+from consumergroup.errors import ConfigurationError, SaslAuthenticationFailedError
+from consumergroup.net.sasl import (
+    SCRAM_MAX_ITERATIONS,
+    ScramClient,
+    describe_token,
+    fetch_token,
+    oauthbearer_first_message,
+)
+from tests.sasl_wire import parse_oauthbearer, unsigned_jwt
 
 # RFC 7677, section 3.
 CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
@@ -112,5 +124,75 @@ def test_iteration_counts_outside_kafkas_bounds_are_refused(iterations: int) -> 
 
 
 def test_the_highest_iteration_count_kafka_stores_is_accepted() -> None:
-    server_first = SERVER_FIRST.replace(b"i=4096", b"i=16384")
+    server_first = SERVER_FIRST.replace(b"i=4096", b"i=%d" % SCRAM_MAX_ITERATIONS)
     assert rfc_client().final_message(server_first).startswith(b"c=biws,r=")
+
+
+# ----------------------------------------------------------------------- OAUTHBEARER
+
+
+def test_oauthbearer_first_message_is_what_kafka_parses() -> None:
+    message = oauthbearer_first_message(
+        "eyJ.abc-_.x~+/=", {"logicalCluster": "lkc-1", "identityPoolId": "pool-Ab"}
+    )
+    assert message == (
+        b"n,,\x01auth=Bearer eyJ.abc-_.x~+/=\x01logicalCluster=lkc-1"
+        b"\x01identityPoolId=pool-Ab\x01\x01"
+    )
+    assert parse_oauthbearer(message) == (
+        "eyJ.abc-_.x~+/=",
+        {"logicalCluster": "lkc-1", "identityPoolId": "pool-Ab"},
+    )
+
+
+def test_oauthbearer_first_message_without_extensions() -> None:
+    assert oauthbearer_first_message("t0k", {}) == b"n,,\x01auth=Bearer t0k\x01\x01"
+
+
+def provider(result: object) -> Callable[[], Awaitable[Any]]:
+    async def provide() -> Any:
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    return provide
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (RuntimeError("vault sealed"), "token_provider failed: RuntimeError: vault sealed"),
+        ("just-a-token", "returned str, not \\(token: str, lifetime_s: float\\)"),
+        (("tok", "60"), "returned tuple, not"),
+        ((b"tok", 60.0), "returned tuple, not"),
+        (("Bearer tok", 60.0), "characters a bearer token cannot have"),
+        (('{"access_token": "x"}', 60.0), "characters a bearer token cannot have"),
+        (("tok", float("nan")), "expired token"),
+    ],
+    ids=["raises", "no-tuple", "str-lifetime", "bytes-token", "header", "json", "nan"],
+)
+async def test_a_bad_token_provider_is_a_clear_error(result: object, message: str) -> None:
+    with pytest.raises(SaslAuthenticationFailedError, match=message):
+        await fetch_token(provider(result))
+
+
+async def test_an_expired_token_is_refused_before_it_is_sent() -> None:
+    expired = unsigned_jwt(sub="app", exp=time.time() - 30)
+    with pytest.raises(SaslAuthenticationFailedError, match=r"expired token .*expired 3[01] s"):
+        await fetch_token(provider((expired, 0.0)))
+
+
+async def test_a_token_providers_own_error_passes_through() -> None:
+    error = ConfigurationError("OIDCTokenProvider needs httpx")
+    with pytest.raises(ConfigurationError) as info:
+        await fetch_token(provider(error))
+    assert info.value is error
+
+
+def test_describe_token_shows_claims_never_the_token() -> None:
+    token = unsigned_jwt(sub="orders", iss="https://idp", aud="kafka", exp=time.time() + 300)
+    text = describe_token(token)
+    assert "sub='orders'" in text and "aud='kafka'" in text and "iss='https://idp'" in text
+    assert re.search(r"expires in (299|300) s", text)
+    assert token not in text
+    assert describe_token("opaque-token") == "the token is not a JWT"
