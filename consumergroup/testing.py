@@ -505,6 +505,9 @@ class KafkaCluster(AsyncResource):
     port of every node (:meth:`listener_bootstrap`); their settings (keystores,
     ``sasl.enabled.mechanisms``, ``listener.name.<name>.<mechanism>.sasl.jaas.config``)
     go in ``extra_properties``. The brokers talk to each other on the plaintext listener.
+    ``jvm_options`` go on every node's command line (system properties such as
+    ``-Djava.security.krb5.conf=...`` or Kafka 4's
+    ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``).
 
     ``racks`` gives node ``i`` the ``broker.rack`` ``racks[i]`` and every node Kafka's
     ``RackAwareReplicaSelector``: a client that names its rack (``config.client_rack``)
@@ -519,6 +522,7 @@ class KafkaCluster(AsyncResource):
         extra_properties: dict[str, str] | None = None,
         listeners: Mapping[str, str] | None = None,
         racks: Sequence[str] | None = None,
+        jvm_options: Iterable[str] = (),
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
@@ -541,6 +545,7 @@ class KafkaCluster(AsyncResource):
                 )
         self.start_timeout = start_timeout
         self.extra_properties = dict(extra_properties or {})
+        self.jvm_options = list(jvm_options)
         self.cluster_id = _new_cluster_id()
         self.log_dir = _owned_dir("kafka")
         self._nodes = [_Node(i, self.log_dir, self.listeners) for i in range(nodes)]
@@ -675,6 +680,7 @@ class KafkaCluster(AsyncResource):
         return [
             java,
             *_JVM_FLAGS,
+            *self.jvm_options,
             f"-Dlog4j2.configurationFile={self.log_dir / 'log4j2.properties'}",
             "-cp",
             self._classpath,

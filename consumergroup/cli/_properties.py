@@ -13,6 +13,7 @@ UTF-8 is tried first, and a file that is not UTF-8 is read as ISO-8859-1, as Jav
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _WHITE = " \t\f"
@@ -112,3 +113,56 @@ def parse(text: str) -> list[Property]:
         key, value = _split(line)
         props.append(Property(number, _unescape(key, number), _unescape(value, number)))
     return props
+
+
+class JaasError(ValueError):
+    """A ``sasl.jaas.config`` value that is not one JAAS login module entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class JaasEntry:
+    """One login module entry of ``sasl.jaas.config``: its class and its options."""
+
+    module: str
+    options: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        """The class's simple name (``ScramLoginModule``)."""
+        return self.module.rpartition(".")[2]
+
+
+_JAAS_HEAD = re.compile(
+    r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)"
+)
+_JAAS_OPTION = re.compile(
+    r"""\s*(?P<key>[\w.$-]+)\s*=\s*(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>(?:[^'\\]|\\.)*)'|(?P<word>[^\s;"']+))"""
+)
+_JAVA_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def parse_jaas(text: str) -> JaasEntry:
+    """``Module flag key="value" ...;`` read as Kafka's ``JaasConfig`` reads it (Java's
+    ``StreamTokenizer``): values in double or single quotes (with its escapes) or bare."""
+    head = _JAAS_HEAD.match(text)
+    if head is None:
+        raise JaasError(
+            "expected 'LoginModuleClass required key=\"value\" ...;' (e.g. "
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="alice" password="...";)'
+        )
+    options: dict[str, str] = {}
+    pos = head.end()
+    while (option := _JAAS_OPTION.match(text, pos)) is not None:
+        quoted = option["dq"] if option["dq"] is not None else option["sq"]
+        if quoted is None:
+            options[option["key"]] = option["word"]
+        else:
+            options[option["key"]] = re.sub(
+                r"\\(.)", lambda m: _JAVA_ESCAPES.get(m[1], m[1]), quoted, flags=re.S
+            )
+        pos = option.end()
+    rest = text[pos:].strip()
+    if rest not in (";", ""):
+        raise JaasError(f"cannot read {rest[:40]!r}: expected key=\"value\" options, then ';'")
+    return JaasEntry(head["module"], options)

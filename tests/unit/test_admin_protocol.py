@@ -148,7 +148,8 @@ def test_command_config_fills_what_options_left_unset(tmp_path: Path) -> None:
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        # Java's escaping: a doubled backslash in the file is one in the value.
+        # A doubled backslash in the file is one in the property (Properties.load), and
+        # \" in a JAAS quoted value is a quote (StreamTokenizer).
         'username="alice" password="s3cr\\\\"t";\n'
         "ssl.endpoint.identification.algorithm=\n"
     )
@@ -157,7 +158,7 @@ def test_command_config_fills_what_options_left_unset(tmp_path: Path) -> None:
     assert cluster.addrs == ["b1:9093", "b2:9093"]
     assert (cluster.tls, cluster.tls_insecure) == (True, True)
     assert (cluster.sasl_mechanism, cluster.sasl_user) == ("SCRAM-SHA-512", "bob")
-    assert cluster.sasl_password == 's3cr\\"t'
+    assert cluster.sasl_password == 's3cr"t'  # JAAS unescapes, as Java's StreamTokenizer
     config = cluster.config()
     assert config.net.tls.enable and config.net.sasl.enable
     assert config.net.sasl.mechanism == "SCRAM-SHA-512"
