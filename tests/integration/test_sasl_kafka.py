@@ -17,10 +17,8 @@ Kafka only: the embedded Tansu broker has neither OAUTHBEARER nor re-authenticat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ from consumergroup.errors import SaslAuthenticationFailedError
 from consumergroup.oauth import TokenProviderError
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
-from tests.helpers import produce
+from tests.helpers import connection_log, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     Recorder,
@@ -172,36 +170,6 @@ async def test_bad_client_credentials_never_reach_the_broker(oauth_kafka: OAuthK
     with pytest.raises(TokenProviderError, match=f"refused client '{CLIENT}'"):
         async with cg.Consumer([oauth_kafka.address], oauth_config(provider)) as consumer:
             await consumer.topics()
-
-
-class ConnectionLog(logging.Handler):
-    """Counts re-authentications and connections the broker closed or that were retired."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.reauthenticated = 0
-        self.dropped: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text.startswith("re-authenticated"):
-            self.reauthenticated += 1
-        elif "closed by the peer" in text or "retired" in text or "re-authentication" in text:
-            self.dropped.append(text)
-
-
-@contextlib.contextmanager
-def connection_log() -> Iterator[ConnectionLog]:
-    handler = ConnectionLog()
-    logger = logging.getLogger("consumergroup.net.connection")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 @pytest.mark.parametrize("mechanism", ["OAUTHBEARER", "SCRAM-SHA-256"])
