@@ -356,3 +356,22 @@ def connection_log() -> Iterator[ConnectionLog]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def add_scram_user(bootstrap: str, user: str, password: str, mechanisms: Sequence[str]) -> None:
+    """SCRAM credentials for ``user`` with each of ``mechanisms`` ("SCRAM-SHA-256", ...),
+    through a listener without authentication (confluent-kafka's admin client: ours has
+    no AlterUserScramCredentials). Blocks: call it from a thread in async code."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for mechanism in mechanisms:  # one request each: Kafka refuses two for a user in one
+        info = ScramCredentialInfo(getattr(ScramMechanism, mechanism.replace("-", "_")), 4096)
+        upsert = UserScramCredentialUpsertion(user, info, password.encode())
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)

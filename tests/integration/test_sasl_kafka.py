@@ -29,7 +29,7 @@ from consumergroup.errors import SaslAuthenticationFailedError
 from consumergroup.oauth import TokenProviderError
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
-from tests.helpers import connection_log, produce
+from tests.helpers import add_scram_user, connection_log, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     Recorder,
@@ -84,22 +84,6 @@ def broker_properties(idp: OIDCServer) -> dict[str, str]:
     }
 
 
-def add_scram_user(bootstrap: str) -> None:
-    """SCRAM-SHA-256 credentials for USER, through the plaintext listener."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
-    upsert = UserScramCredentialUpsertion(USER, info, PASSWORD.encode())
-    for future in admin.alter_user_scram_credentials([upsert]).values():
-        future.result(timeout=30)
-
-
 @pytest_asyncio.fixture(scope="module")
 async def oauth_kafka() -> AsyncIterator[OAuthKafka]:
     async with OIDCServer(clients={CLIENT: SECRET}) as idp:
@@ -109,7 +93,9 @@ async def oauth_kafka() -> AsyncIterator[OAuthKafka]:
             jvm_options=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.jwks_url}"],
         )
         async with cluster:
-            await asyncio.to_thread(add_scram_user, cluster.bootstrap)
+            await asyncio.to_thread(
+                add_scram_user, cluster.bootstrap, USER, PASSWORD, ["SCRAM-SHA-256"]
+            )
             yield OAuthKafka(cluster, idp)
 
 

@@ -24,7 +24,7 @@ import consumergroup as cg
 from consumergroup.errors import ConsumerGroupError
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
-from tests.helpers import produce
+from tests.helpers import add_scram_user, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
@@ -96,23 +96,6 @@ def broker_properties(keystore: Path) -> dict[str, str]:
     return props
 
 
-def add_scram_users(bootstrap: str) -> None:
-    """SCRAM credentials for USER (both hashes), through the plaintext listener."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for mechanism in SCRAM:  # one request each: Kafka refuses two for a user in one
-        info = ScramCredentialInfo(getattr(ScramMechanism, mechanism.replace("-", "_")), 4096)
-        upsert = UserScramCredentialUpsertion(USER, info, PASSWORD.encode())
-        for future in admin.alter_user_scram_credentials([upsert]).values():
-            future.result(timeout=30)
-
-
 class Secured:
     """The secured cluster and the CA a client trusts."""
 
@@ -130,7 +113,7 @@ async def secured(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sec
     keystore, ca = await asyncio.to_thread(make_certificates, home)
     cluster = KafkaCluster(listeners=LISTENERS, extra_properties=broker_properties(keystore))
     async with cluster:
-        await asyncio.to_thread(add_scram_users, cluster.bootstrap)
+        await asyncio.to_thread(add_scram_user, cluster.bootstrap, USER, PASSWORD, SCRAM)
         yield Secured(cluster, ca)
 
 
