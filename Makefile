@@ -21,10 +21,11 @@ PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 
-# The extras `make test` installs (every extra: their tests run; gssapi, which builds against
-# MIT Kerberos, comes with $(KRB5) below); `make install EXTRAS=...`
-# adds some of them to the demo's venv.
+# The extras `make test` installs (every extra: their tests run); `make install EXTRAS=...`
+# adds some of them to the demo's venv. SYSTEM_EXTRAS build against system libraries that
+# their own targets install first ($(KRB5): gssapi against MIT Kerberos).
 ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark,oidc,msk
+SYSTEM_EXTRAS := gssapi
 EXTRAS ?=
 
 .PHONY: demo broker install test test-quick test-c-sanitized docs docs-check dist chaos lint \
@@ -72,7 +73,8 @@ $(KRB5): $(STAMP)
 			echo "MIT Kerberos is missing (apt-get install $(KRB5_DEBS)): the Kerberos tests will skip"; \
 		fi; \
 	fi
-	$(BIN)/python -m pip install $(PIP_FLAGS) 'gssapi>=1.8' || \
+	$(BIN)/python -m pip install $(PIP_FLAGS) $$($(BIN)/python -c 'import tomllib; \
+		print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["gssapi"])') || \
 		echo "the gssapi package did not build (it needs libkrb5-dev): the Kerberos tests will skip"
 	touch $(KRB5)
 
