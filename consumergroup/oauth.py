@@ -24,6 +24,7 @@ import ssl
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -59,6 +60,9 @@ class RefreshingTokenProvider(ABC):
     the cached token and its times are written only under it.
     """
 
+    #: The clock the token's times are read on (tests move it instead of sleeping).
+    _clock: Callable[[], float] = staticmethod(time.monotonic)
+
     def __init__(self, *, retries: int = 3, retry_backoff: float = 0.5) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"retries={retries!r} must be an int >= 0: use e.g. 3")
@@ -70,7 +74,7 @@ class RefreshingTokenProvider(ABC):
         self.retry_backoff = float(retry_backoff)
         self._lock = asyncio.Lock()
         self._token: str | None = None
-        # time.monotonic() when the token expires, and when to fetch the next one.
+        # When the token expires, and when to fetch the next one (on _clock).
         self._expires = 0.0
         self._refresh_at = 0.0
         #: Tokens fetched so far (for logs and tests).
@@ -78,12 +82,12 @@ class RefreshingTokenProvider(ABC):
 
     async def __call__(self) -> tuple[str, float]:
         """The current token and its remaining lifetime in seconds."""
-        if self._token is None or time.monotonic() >= self._refresh_at:
+        if self._token is None or self._clock() >= self._refresh_at:
             async with self._lock:
-                if self._token is None or time.monotonic() >= self._refresh_at:
+                if self._token is None or self._clock() >= self._refresh_at:
                     await self._refresh()
         assert self._token is not None
-        return self._token, self._expires - time.monotonic()
+        return self._token, self._expires - self._clock()
 
     async def _refresh(self) -> None:
         backoff = Backoff(self.retry_backoff)
@@ -92,11 +96,11 @@ class RefreshingTokenProvider(ABC):
                 token, lifetime = await self.fetch()
                 break
             except TokenProviderError as exc:
-                left = self._expires - time.monotonic()
+                left = self._expires - self._clock()
                 if self._token is not None and left > 0:
                     # Serve the current token; the next caller after a backoff tries again.
                     log.warning("%s; the current token stays in use (%.0f s left)", exc, left)
-                    self._refresh_at = time.monotonic() + min(backoff.next(), left / 2)
+                    self._refresh_at = self._clock() + min(backoff.next(), left / 2)
                     return
                 if not exc.retriable or attempt == self.retries:
                     raise
@@ -104,7 +108,7 @@ class RefreshingTokenProvider(ABC):
                 await asyncio.sleep(backoff.next())
         if lifetime <= 0:
             raise TokenProviderError(f"{self!r} got a token that has already expired")
-        now = time.monotonic()
+        now = self._clock()
         self._token = token
         self._expires = now + lifetime
         self._refresh_at = now + lifetime * (_REFRESH_FACTOR + random.uniform(0, _REFRESH_JITTER))

@@ -41,16 +41,33 @@ async def test_client_credentials_get_a_token_that_is_cached() -> None:
     assert again == token and idp.requests == 1
 
 
+class Clock:
+    """A monotonic clock the test moves (the provider's ``_clock``): no sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def clocked(provider: cg.OIDCTokenProvider) -> Clock:
+    clock = Clock()
+    provider._clock = clock  # type: ignore[method-assign]
+    return clock
+
+
 async def test_a_token_is_refreshed_at_80_to_85_percent_of_its_lifetime() -> None:
-    async with OIDCServer(clients={CLIENT: SECRET}, lifetime=4) as idp:
+    async with OIDCServer(clients={CLIENT: SECRET}, lifetime=100) as idp:
         provider = cg.OIDCTokenProvider(idp.token_url, CLIENT, SECRET)
+        clock = clocked(provider)
         first, _ = await provider()
-        await asyncio.sleep(2.8)  # 70 %: still the same token
-        assert (await provider())[0] == first
-        await asyncio.sleep(0.7)  # 87.5 %: a new one
+        clock.now += 79.9  # before 80 %: the same token
+        assert await provider() == (first, pytest.approx(20.1))
+        clock.now += 5.2  # past 85 %: a new one
         second, lifetime = await provider()
     assert second != first and idp.requests == 2
-    assert lifetime > 3
+    assert lifetime == 100
 
 
 async def test_many_callers_share_one_fetch() -> None:
@@ -95,15 +112,20 @@ async def test_an_unreachable_token_endpoint_is_a_retriable_error_in_bounded_tim
 async def test_a_failed_refresh_keeps_the_current_token_while_it_is_valid(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with OIDCServer(clients={CLIENT: SECRET}, lifetime=4) as idp:
+    async with OIDCServer(clients={CLIENT: SECRET}, lifetime=100) as idp:
         provider = cg.OIDCTokenProvider(idp.token_url, CLIENT, SECRET, retry_backoff=0.05)
+        clock = clocked(provider)
         first, _ = await provider()
-        await asyncio.sleep(3.5)  # past the refresh point, before expiry
+        clock.now += 90  # past the refresh point, before expiry
         idp.fail_next = [503] * 10
         with caplog.at_level(logging.WARNING, logger="consumergroup.oauth"):
             token, lifetime = await provider()
-    assert token == first and 0 < lifetime < 0.8
-    assert "the current token stays in use" in caplog.text
+        assert (token, lifetime) == (first, 10)
+        assert "the current token stays in use (10 s left)" in caplog.text
+        assert idp.requests == 2  # one try, then the current token until a backoff passes
+        clock.now += 10  # expired: no token to fall back on
+        with pytest.raises(TokenProviderError, match="HTTP 503"):
+            await provider()
 
 
 @pytest.mark.parametrize(
