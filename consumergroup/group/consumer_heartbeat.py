@@ -12,7 +12,10 @@ for their next owner.
 Errors: FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID end the session as FENCED (``on_lost``,
 no commit; the membership is back at epoch 0); a fenced instance id or a fatal error ends
 it with that error; transient errors are retried (every field is sent again) until no
-heartbeat got through for a whole session timeout (LOST).
+heartbeat got through for a whole session timeout (LOST). NOT_COORDINATOR and
+COORDINATOR_NOT_AVAILABLE make the next heartbeat look the coordinator up again (the
+membership does it): a coordinator that moved while the old broker stays up would
+otherwise answer NOT_COORDINATOR until the member is taken for dead.
 """
 
 from __future__ import annotations

@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ConsumerGroupError,
+    CoordinatorNotAvailableError,
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
     InvalidRegularExpressionError,
     KafkaConnectionError,
+    NotCoordinatorError,
     RequestTimedOutError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
@@ -64,6 +66,10 @@ Subscription = Sequence[str] | re.Pattern[str]
 
 #: The API key of ConsumerGroupHeartbeat: a broker that does not list it has no KIP-848.
 HEARTBEAT_API = ConsumerGroupHeartbeatRequest.API_KEY
+
+#: Answers that mean the group's coordinator is elsewhere now (look it up again), as
+#: NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE do for Java's heartbeat manager.
+_MOVED = frozenset({NotCoordinatorError.errno, CoordinatorNotAvailableError.errno})
 
 
 class ConsumerMembership:
@@ -151,10 +157,15 @@ class ConsumerMembership:
             )
         timeout = self._config.net.read_timeout
         try:
-            return await conn.send(request, timeout=timeout)
+            resp = await conn.send(request, timeout=timeout)
         except (KafkaConnectionError, RequestTimedOutError):
             self._client.invalidate_coordinator(self.group)
             raise
+        if resp.error_code in _MOVED:
+            # The coordinator moved (or is moving): the next request looks it up again.
+            # A broker that is up but no longer the coordinator answers this for good.
+            self._client.invalidate_coordinator(self.group)
+        return resp
 
     def _raise_for(self, resp: Any, what: str) -> None:
         """The broker's error as the exception to raise, with what to do where it helps."""
