@@ -8,15 +8,27 @@ offset + 1).
 
 Explicit offsets are checked against the log like sarama's
 ``chooseStartingOffset``: one short Fetch at the offset tells whether it lies in
-``[log start, high watermark]``. An offset outside is *invalid* and follows
-``consumer.offsets.reset`` (oldest / newest / error; None follows
-``offsets.initial``). The check matters on brokers that answer a fetch beyond
-the log end with an empty record set instead of OFFSET_OUT_OF_RANGE (Tansu),
-where a consumer would otherwise wait forever.
+the log. An offset outside is *invalid* and follows ``consumer.offsets.reset``
+(oldest / newest / error; None follows ``offsets.initial``), with a warning.
+Outside means: OFFSET_OUT_OF_RANGE, below the log start, or (on a broker that
+answers a fetch past the log end with an empty record set instead of
+OFFSET_OUT_OF_RANGE, the ``empty_past_log_end`` quirk: Tansu, where a consumer
+would otherwise wait forever) above the high watermark. On Apache Kafka an offset
+above the high watermark may well be in the log: the high watermark of a leader
+elected a moment ago, or of a follower, lags behind the last leader's.
+
+A replica's answer may be stale: after a leader change the member's metadata may
+still name a follower that lags (a restarted one, catching up), and Kafka lets a
+follower serve a consumer's Fetch (v11+). So an invalid verdict is only acted on
+once the leaders confirm it, asked again after a metadata refresh
+(``metadata.retry``): committed offsets are never thrown away on one replica's word
+(a partition re-read from the log start after a rolling restart).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +47,8 @@ from .records import decode_records
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -227,16 +241,15 @@ async def resolve_start_offsets(
     explicit = {tp: off for tp, off in wanted.items() if off >= 0}
     if not explicit:
         return offsets, {}
-    invalid: dict[TopicPartition, str] = {}
-    for tp, (code, hwm, _, log_start) in (await probe(client, config, explicit)).items():
-        off = explicit[tp]
-        if code == OffsetOutOfRangeError.errno:
-            invalid[tp] = f"offset {off} is out of range"
-        elif code == 0 and hwm >= 0 and off > hwm:
-            invalid[tp] = f"offset {off} is beyond the log end {hwm}"
-        elif code == 0 and log_start >= 0 and off < log_start:
-            invalid[tp] = f"offset {off} is below the log start {log_start}"
-        # Other errors (leader moving, ...) are the fetch task's to handle.
+    invalid = await _outside(client, config, explicit)
+    retry = config.metadata.retry
+    for _ in range(max(retry.max, 1)):
+        if not invalid:
+            return offsets, {}
+        # Confirm with the leaders of now: a stale one (or a follower) may have answered.
+        await asyncio.sleep(retry.backoff)
+        await client.refresh_metadata(*{topic for topic, _ in invalid})
+        invalid = await _outside(client, config, {tp: explicit[tp] for tp in invalid})
     if not invalid:
         return offsets, {}
     policy = reset_policy(config)
@@ -252,5 +265,37 @@ async def resolve_start_offsets(
             )
         return offsets, failed
     target = OFFSET_OLDEST if policy == "oldest" else OFFSET_NEWEST
-    offsets.update(await resolve_offsets(client, config, dict.fromkeys(invalid, target)))
+    reset = await resolve_offsets(client, config, dict.fromkeys(invalid, target))
+    for tp, why in sorted(invalid.items()):
+        log.warning(
+            "%s/%d: %s; starting at the %s offset %d instead (consumer.offsets.reset)",
+            *tp,
+            why,
+            policy,
+            reset[tp],
+        )
+    offsets.update(reset)
     return offsets, failed
+
+
+async def _outside(
+    client: Client, config: Config, explicit: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, str]:
+    """The offsets of ``explicit`` that one probe shows outside the log, and why."""
+    outside: dict[TopicPartition, str] = {}
+    for tp, (code, hwm, _, log_start) in (await probe(client, config, explicit)).items():
+        off = explicit[tp]
+        if code == OffsetOutOfRangeError.errno:
+            outside[tp] = f"offset {off} is out of range"
+        elif code == 0 and log_start >= 0 and off < log_start:
+            outside[tp] = f"offset {off} is below the log start {log_start}"
+        elif code == 0 and hwm >= 0 and off > hwm and await _empty_past_end(client, tp):
+            outside[tp] = f"offset {off} is beyond the log end {hwm}"
+        # Other errors (leader moving, ...) are the fetch task's to handle.
+    return outside
+
+
+async def _empty_past_end(client: Client, tp: TopicPartition) -> bool:
+    """Whether ``tp``'s leader has the ``empty_past_log_end`` quirk (a cached connection)."""
+    conn = await client.connection(client.leader_id(*tp))
+    return conn.quirks.empty_past_log_end

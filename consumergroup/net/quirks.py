@@ -26,6 +26,13 @@ The quirks (each named after the behaviour it compensates):
     once the client closed the connection. Work-around: a member whose join was
     cancelled sends LeaveGroup a second time, posted behind the abandoned JoinGroup
     (:meth:`~consumergroup.group.membership.Membership.leave`).
+``empty_past_log_end``
+    A Fetch at an offset past the log end is answered with no records and no error,
+    where Apache Kafka answers OFFSET_OUT_OF_RANGE. Work-around: a start offset above
+    the high watermark counts as past the end
+    (:func:`~consumergroup.consumer.positions.resolve_start_offsets`). On Apache Kafka an
+    offset above the high watermark may be in the log: the high watermark of a new
+    leader, or of a follower, lags behind the leader's.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ class BrokerQuirks:
 
     orphaned_leader: bool = False
     replays_held_join: bool = False
+    empty_past_log_end: bool = False
 
     def __str__(self) -> str:
         names = [name for name in self.__slots__ if getattr(self, name)]
@@ -70,7 +78,7 @@ def detect_quirks(versions: VersionRanges) -> BrokerQuirks:
     """The quirks of the broker whose ApiVersions answer was ``versions`` (see module doc)."""
     if not versions or versions.keys() >= KAFKA_CORE_APIS:
         return NO_QUIRKS
-    return BrokerQuirks(orphaned_leader=True, replays_held_join=True)
+    return BrokerQuirks(orphaned_leader=True, replays_held_join=True, empty_past_log_end=True)
 
 
 class OrphanedLeaderPoke:

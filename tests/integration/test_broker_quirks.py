@@ -14,5 +14,6 @@ async def test_apache_kafka_gets_no_work_arounds_and_tansu_its_own(
         quirks = (await client.any()).quirks
     if broker == "tansu":
         assert quirks.orphaned_leader and quirks.replays_held_join, quirks
+        assert quirks.empty_past_log_end, quirks
     else:  # Apache Kafka, started by the suite or given by KAFKA_BOOTSTRAP_SERVERS
         assert quirks is NO_QUIRKS, quirks

@@ -25,11 +25,13 @@ TANSU = {
 KAFKA_1_0 = {**{k: (0, 1) for k in range(0, 38)}, 23: (0, 0), 37: (0, 0)}
 
 
-def test_tansu_has_both_quirks_and_apache_kafka_none() -> None:
-    assert detect_quirks(TANSU) == BrokerQuirks(orphaned_leader=True, replays_held_join=True)
+def test_tansu_has_the_quirks_and_apache_kafka_none() -> None:
+    assert detect_quirks(TANSU) == BrokerQuirks(
+        orphaned_leader=True, replays_held_join=True, empty_past_log_end=True
+    )
     assert detect_quirks(KAFKA_1_0) is NO_QUIRKS
     assert str(NO_QUIRKS) == "none"
-    assert str(detect_quirks(TANSU)) == "orphaned_leader, replays_held_join"
+    assert str(detect_quirks(TANSU)) == "orphaned_leader, replays_held_join, empty_past_log_end"
 
 
 def test_before_api_versions_nothing_is_assumed() -> None:
