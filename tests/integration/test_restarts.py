@@ -21,11 +21,12 @@ from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.errors import OffsetOutOfRangeError
 from consumergroup.net.fetch import decode_fetch_response
+from consumergroup.retry import COORDINATOR_LOST
 from consumergroup.testing import KafkaCluster
 from tests import fetch_v12_wire
 from tests.conftest import unique
 from tests.helpers import ProxyLink, RoutingProxy, produce
-from tests.integration.cluster_ops import move_coordinator, restore_replicas
+from tests.integration.cluster_ops import move_coordinator, restore_replicas, until
 from tests.integration.group_support import (
     Recorder,
     consumer_protocol_config,
@@ -158,7 +159,15 @@ async def test_a_claim_starts_at_its_commit_when_a_lagging_replica_answers_the_p
         await client.create_topic(topic, 1)
     await produce(bootstrap, topic, [b"old-%d" % i for i in range(40)], partition=0)
     async with ClusterAdmin([bootstrap]) as admin:
-        await admin.commit_offsets(group, {(topic, 0): 40})
+
+        async def committed() -> bool:
+            # The coordinator of a fresh cluster may still be loading: wait for it.
+            with contextlib.suppress(*COORDINATOR_LOST):
+                await admin.commit_offsets(group, {(topic, 0): 40})
+                return True
+            return False
+
+        await until(committed, 60, "a commit of offset 40")
     await produce(bootstrap, topic, [b"new-%d" % i for i in range(10)], partition=0)
     config = consumer_protocol_config() if protocol == "consumer" else group_config()
     port = int(bootstrap.rsplit(":", 1)[1])
