@@ -274,12 +274,13 @@ class BrokerConnection:
         self._error: BaseException | None = None
         # The broker's advertised (min, max) per API; filled by _negotiate().
         self.broker_versions: VersionRanges = {}
-        # SASL re-authentication (KIP-368). Owned by the event loop: _authenticate() sets
-        # the loop time after which the next request re-authenticates first (inf: never);
-        # _authenticated() starts a re-authentication (_reauth, done when it ends, and
-        # _reauth_task, which runs it) and no request is written while _reauth is set;
-        # _fail() cancels the task.
-        self._reauth_at = math.inf
+        # SASL re-authentication (KIP-368). Owned by the event loop: _authenticate() arms
+        # _reauth_timer, which sets _reauth_due when the session should be renewed (so a
+        # request reads a flag, not the clock); _authenticated() then starts one (_reauth,
+        # done when it ends, and _reauth_task, which runs it) and no request is written
+        # while _reauth is set; _fail() cancels the timer and the task.
+        self._reauth_due = False
+        self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth: asyncio.Future[None] | None = None
         self._reauth_task: asyncio.Task[None] | None = None
         #: Re-authentications completed on this connection (for logs and tests).
@@ -548,7 +549,8 @@ class BrokerConnection:
         if self._error is not None:
             raise self._reraisable()
         async with self._slots:
-            await self._authenticated()
+            if self._reauth_due or self._reauth is not None:
+                await self._authenticated()
             return await self._request(struct_, timeout)
 
     async def _request(self, struct_: AnyRequestStruct, timeout: float) -> Frame:
@@ -588,13 +590,17 @@ class BrokerConnection:
 
         sasl = self._config.net.sasl
         lifetime = await authenticate(self._sasl_send, self.host, self.address, sasl, reauth=reauth)
-        if lifetime is None:
-            self._reauth_at = math.inf
+        if lifetime is None or self._error is not None:
             return
         # As Kafka's client: at 85-95 % of the session, for the latency and clock drift
         # between the broker's clock and ours, and so that connections spread out.
-        now = asyncio.get_running_loop().time()
-        self._reauth_at = now + lifetime * random.uniform(0.85, 0.95)
+        self._reauth_timer = asyncio.get_running_loop().call_later(
+            lifetime * random.uniform(0.85, 0.95), self._session_due
+        )
+
+    def _session_due(self) -> None:
+        self._reauth_timer = None
+        self._reauth_due = True
 
     async def _authenticated(self) -> None:
         """Return when a request may be written: not while a re-authentication is on the
@@ -604,7 +610,7 @@ class BrokerConnection:
         while True:
             reauth = self._reauth
             if reauth is None:
-                if self._error is not None or asyncio.get_running_loop().time() < self._reauth_at:
+                if self._error is not None or not self._reauth_due:
                     return
                 reauth = self._start_reauthentication()
             await asyncio.shield(reauth)  # one waiter cancelled leaves it to the others
@@ -612,6 +618,7 @@ class BrokerConnection:
     def _start_reauthentication(self) -> asyncio.Future[None]:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reauth = done
+        self._reauth_due = False
         self._reauth_task = asyncio.create_task(
             self._reauthenticate(done), name=f"reauthenticate {self.address}"
         )
@@ -628,11 +635,12 @@ class BrokerConnection:
             async with asyncio.timeout(self._config.net.dial_timeout):
                 await self._authenticate(reauth=True)
             self.reauthentications += 1
+            timer = self._reauth_timer
             log.debug(
                 "re-authenticated %s in %.3fs; next in %.1fs",
                 self.address,
                 loop.time() - started,
-                self._reauth_at - loop.time(),
+                timer.when() - loop.time() if timer is not None else math.inf,
             )
         except Exception as exc:  # TimeoutError included
             self._reauth_task = None  # retire() must not cancel this very task
@@ -682,6 +690,9 @@ class BrokerConnection:
         for fut in inflight.values():
             if not fut.done():
                 fut.set_exception(self._reraisable())
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
         if self._reauth_task is not None:
             self._reauth_task.cancel()
         reauth, self._reauth = self._reauth, None

@@ -478,6 +478,7 @@ async def test_an_idle_connection_reauthenticates_before_its_next_request() -> N
             await conn.close()
     assert script.log == ["handshake", "reauth-handshake", "metadata"]
     assert script.expired_closes == 0
+    assert conn._reauth_timer is None  # closing cancelled the next session's timer
 
 
 async def test_requests_in_flight_are_answered_across_a_reauthentication() -> None:
