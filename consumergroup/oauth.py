@@ -43,9 +43,11 @@ _REFRESH_JITTER = 0.05
 
 
 class TokenProviderError(SaslAuthenticationFailedError):
-    """A token provider could not get a token: the identity provider refused the
-    credentials (not retriable), or could not be reached or failed (retriable: a
-    running group keeps trying). The message names the endpoint and what to check."""
+    """A token provider could not get a token."""
+
+    # Not retriable when the identity provider refused the credentials; retriable when it
+    # could not be reached or failed (a running group keeps trying). The message names
+    # the endpoint and what to check.
 
     def __init__(self, context: str, *, retriable: bool = False) -> None:
         super().__init__(context)
@@ -126,7 +128,8 @@ class OIDCTokenProvider(RefreshingTokenProvider):
     ``scope``, if given, is asked for. The client authenticates with HTTP Basic
     (id and secret form-encoded, RFC 6749 2.3.1), as Kafka's client does. The token's
     lifetime is the answer's ``expires_in``, else the JWT's ``exp``. ``ssl_context``
-    verifies an HTTPS endpoint (default: the system's CAs); ``timeout`` bounds each
+    verifies an HTTPS endpoint (default: ``ssl.create_default_context()``, the system's
+    CAs, as ``net.tls``); ``HTTPS_PROXY``/``NO_PROXY`` are honoured; ``timeout`` bounds each
     HTTP request; an unreachable endpoint or a 5xx/429 answer is tried ``retries`` more
     times with backoff from ``retry_backoff`` seconds; refused credentials fail at once.
     Needs ``pip install 'consumergroup[oidc]'`` (httpx).
@@ -193,9 +196,8 @@ class OIDCTokenProvider(RefreshingTokenProvider):
             form["scope"] = self.scope
         url = self.token_endpoint_url
         try:
-            async with httpx.AsyncClient(
-                timeout=self.timeout, verify=self._ssl_context or True, trust_env=False
-            ) as client:
+            verify = self._ssl_context or ssl.create_default_context()
+            async with httpx.AsyncClient(timeout=self.timeout, verify=verify) as client:
                 resp = await client.post(
                     url,
                     data=form,
@@ -205,9 +207,15 @@ class OIDCTokenProvider(RefreshingTokenProvider):
                     },
                 )
         except httpx.HTTPError as exc:
+            check = "check the URL and that the identity provider is up"
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                check = (
+                    "pass ssl_context=ssl.create_default_context(cafile=...) trusting the "
+                    "identity provider's CA"
+                )
             raise TokenProviderError(
                 f"could not reach the OIDC token endpoint {url}: {type(exc).__name__}: "
-                f"{exc or 'no detail'}: check the URL and that the identity provider is up",
+                f"{exc or 'no detail'}: {check}",
                 retriable=True,
             ) from exc
         return _token_answer(url, self.client_id, resp.status_code, resp.content)

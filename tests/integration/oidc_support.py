@@ -13,16 +13,22 @@ another key).
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
 import json
+import ssl
 import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Self
 
 from aiohttp import web
-from cryptography.hazmat.primitives import hashes
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.oid import NameOID
 
 from tests.sasl_wire import b64url
 
@@ -67,12 +73,14 @@ class OIDCServer:
     requests: int = 0
     issued: list[str] = field(default_factory=list)
     key: SigningKey = field(default_factory=SigningKey)
+    #: Serve HTTPS with this context (see :func:`self_signed`), else HTTP.
+    tls: ssl.SSLContext | None = None
     port: int = 0
     _runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def token_url(self) -> str:
@@ -92,7 +100,7 @@ class OIDCServer:
         app.router.add_post("/token", self._token)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.tls)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
@@ -157,3 +165,38 @@ class OIDCServer:
             return None
         client_id, _, secret = (urllib.parse.unquote_plus(p) for p in pair.partition(":"))
         return client_id if self.clients.get(client_id) == secret and secret else None
+
+
+def self_signed(home: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context with a certificate for 127.0.0.1 signed by itself, and the
+    certificate's PEM file (what a client must trust)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem, key_pem = home / "idp.pem", home / "idp.key"
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_pem, key_pem)
+    return context, cert_pem

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,7 @@ from consumergroup.errors import ConfigurationError, SaslAuthenticationFailedErr
 from consumergroup.net.sasl import jwt_claims
 from consumergroup.oauth import TokenProviderError
 from consumergroup.testing import free_port
-from tests.integration.oidc_support import OIDCServer
+from tests.integration.oidc_support import OIDCServer, self_signed
 
 pytest.importorskip("httpx", reason="OIDCTokenProvider needs consumergroup[oidc]")
 pytestmark = pytest.mark.timeout(60)
@@ -126,6 +128,22 @@ async def test_a_failed_refresh_keeps_the_current_token_while_it_is_valid(
         clock.now += 10  # expired: no token to fall back on
         with pytest.raises(TokenProviderError, match="HTTP 503"):
             await provider()
+
+
+async def test_an_https_endpoint_is_verified_against_the_given_ca(tmp_path: Path) -> None:
+    """Identity providers serve HTTPS: a private CA is trusted through ssl_context, and
+    without it the certificate is refused, clearly (retriable: a CA bundle may be fixed
+    while the group runs)."""
+    server_context, ca = self_signed(tmp_path)
+    async with OIDCServer(clients={CLIENT: SECRET}, tls=server_context) as idp:
+        trusting = ssl.create_default_context(cafile=str(ca))
+        provider = cg.OIDCTokenProvider(idp.token_url, CLIENT, SECRET, ssl_context=trusting)
+        token, _ = await provider()
+        assert token == idp.issued[0]
+        untrusting = cg.OIDCTokenProvider(idp.token_url, CLIENT, SECRET, retries=0)
+        with pytest.raises(TokenProviderError, match="CERTIFICATE_VERIFY_FAILED") as info:
+            await untrusting()
+    assert idp.token_url in str(info.value) and "ssl_context=" in str(info.value)
 
 
 @pytest.mark.parametrize(
