@@ -259,16 +259,25 @@ class Reconciler:
         end: bool = False,
     ) -> None:
         """The one revocation path: drain → on_revoked/on_lost (→ cleanup at the end) →
-        commit these partitions' marks (graceful only) → release. Caller holds ``_lock``."""
+        commit these partitions' marks (graceful only) → release. Caller holds ``_lock``.
+
+        Cancelled before its hook (the consumer protocol's heartbeat ends on a fencing
+        answer and cancels the reconciliation in progress), the partitions stay owned, their
+        handlers still running: the session's end, which always follows, waits for those
+        handlers and then loses (or revokes) the partitions with their hook. A revocation
+        is completed or taken over, never dropped.
+        """
         budget = self._budget = RevokeBudget(
             started,
             self._config.consumer.group.rebalance.timeout,
             self._config.net.read_timeout,
             self._bound,
         )
+        hooked = False
         try:
             await self._drain(partitions, budget)
             with budget.step(1):
+                hooked = True
                 if graceful:
                     await self._user("on_revoked", self._session, list(partitions))
                 else:
@@ -280,7 +289,8 @@ class Reconciler:
                     await self._commit(partitions, end)
         finally:
             self._budget = None
-            self._release(partitions)
+            if hooked:
+                self._release(partitions)
 
     async def _drain(self, partitions: Sequence[TopicPartition], budget: RevokeBudget) -> None:
         """End these claims' streams, wait for their handlers until ``2r`` before the end of

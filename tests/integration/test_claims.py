@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import struct
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
+from consumergroup.testing import KafkaCluster
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import RoutingProxy, produce
 from tests.integration.cluster_proxy import FakeCluster
-from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
+from tests.integration.group_support import (
+    consumer_protocol_config,
+    group_config,
+    running_member,
+    wait_for,
+)
 from tests.integration.test_connection import split
+from tests.integration.test_consumer_protocol import new_kafka_topic
 from tests.integration.test_examples import committed
 
 pytestmark = pytest.mark.timeout(120)
@@ -218,3 +226,87 @@ async def test_a_resume_while_the_first_claims_start_reaches_them(
             await asyncio.wait_for(member.close(), 30)
             await asyncio.wait_for(task, 10)
     assert handler.handled == list(range(10))
+
+
+class FencingProxy(RoutingProxy):
+    """A member's only path to its broker; once ``fence`` is set, it answers the member's
+    next ConsumerGroupHeartbeat with FENCED_MEMBER_EPOCH (the coordinator moved it on)."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.fence = False
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        """Fence the next heartbeat when told; route the rest."""
+        if key == 68 and self.fence:  # correlation id, header tags, throttle, error code
+            self.fence = False
+            return frame[:9] + struct.pack(">h", 110) + frame[11:]
+        return super().rewrite_response(key, version, client_id, frame)
+
+
+class SlowToLetGo(cg.ConsumerGroupHandler):
+    """Records the order of its calls. A claim revoked while the session goes on winds down
+    slowly: its handler returns a second after the session has ended."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            session.mark_message(msg)
+        if not session.done.is_set():  # revoked while the session runs
+            self.events.append(("revoking", claim.partition))
+            await session.done.wait()
+            await asyncio.sleep(1.0)
+        self.events.append(("returned", claim.partition))
+
+    async def on_revoked(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        self.events.append(("on_revoked", sorted(p for _, p in partitions)))
+
+    async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self.events.append(("on_lost", sorted(p for _, p in partitions)))
+
+    async def cleanup(self, session: cg.ConsumerGroupSession) -> None:
+        self.events.append(("cleanup", None))
+
+
+async def test_a_member_fenced_during_a_revocation_loses_that_partition_after_its_handler(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """A consumer-protocol member is fenced while it revokes a partition whose handler is
+    still winding down. Before the fix the heartbeat's end cancelled the revocation, which
+    released the partition with neither on_revoked nor on_lost, and on_lost and cleanup ran
+    while that handler still ran. Now the revocation becomes a loss: on_lost names it, after
+    its handler returned, and cleanup comes last. Apache Kafka only: Tansu has no consumer
+    group protocol (KIP-848)."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = await new_kafka_topic(bootstrap, 2)
+    group = unique()
+    handler = SlowToLetGo()
+    config = consumer_protocol_config()
+    async with (
+        FencingProxy(split(bootstrap)[1]) as proxy,
+        running_member(proxy.address, group, [topic], handler, config) as (member, _),
+    ):
+        await wait_for(lambda: len(member.stats().partitions) == 2, 60, "both partitions")
+        async with running_member(bootstrap, group, [topic], SlowToLetGo(), config):
+            await wait_for(
+                lambda: any(e == "revoking" for e, _ in handler.events), 60, "a revocation"
+            )
+            proxy.fence = True
+            await wait_for(
+                lambda: ("cleanup", None) in handler.events, 30, "the fenced session's end"
+            )
+            revoked = next(p for e, p in handler.events if e == "revoking")
+            await wait_for(
+                lambda: ("returned", revoked) in handler.events, 30, "the handler's return"
+            )
+    first = handler.events[: handler.events.index(("cleanup", None)) + 1]
+    hooks = [(e, p) for e, p in first if e in ("on_revoked", "on_lost")]
+    assert ("on_lost", [0, 1]) in hooks, first  # the revoking partition is lost, not dropped
+    returned = [i for i, (e, _) in enumerate(first) if e == "returned"]
+    assert len(returned) == 2 and max(returned) < first.index(hooks[-1]), first
