@@ -39,6 +39,7 @@ from .._lifecycle import AsyncResource
 from ..client import Client
 from ..config import Config
 from ..consumer.consumer import Consumer
+from ..consumer.partition import PartitionConsumer
 from ..errors import (
     ClosedError,
     ConfigurationError,
@@ -47,7 +48,6 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..retry import COORDINATOR_LOST, Backoff, is_transient
-from .claim import ConsumerGroupClaim
 from .consumer_membership import ConsumerMembership, Subscription
 from .handler import ConsumerGroupHandler
 from .logs import GroupLogger
@@ -198,8 +198,7 @@ class ConsumerGroup(AsyncResource):
             now = anyio.current_time()
             heartbeat_age = now - (session.last_heartbeat or session.started_at)
             loop_lag = session.watchdog.lag
-            for tp, claim in session.reconciler.claims.items():
-                pc = claim._pc
+            for tp, pc in session.reconciler.owned.items():
                 position = pc.position
                 hwm = pc.high_water_mark_offset
                 end = (
@@ -451,11 +450,11 @@ class ConsumerGroup(AsyncResource):
             on_commit=self._on_commit,
             member_fetch=isinstance(self._membership, ConsumerMembership),
         )
-        claims, unknown = await self._open_claims(offsets, topics, assigned)
+        consumers, unknown = await self._open_claims(offsets, topics, assigned)
         session = ConsumerGroupSession(
             group_id=self.group_id,
             generation=generation,
-            claims=claims,
+            consumers=consumers,
             partition_counts=counts,
             client=self._client,
             consumer=self._consumer,
@@ -512,10 +511,11 @@ class ConsumerGroup(AsyncResource):
 
     async def _open_claims(
         self, offsets: OffsetManager, topics: list[str], assigned: list[TopicPartition]
-    ) -> tuple[dict[TopicPartition, ConsumerGroupClaim], list[TopicPartition]]:
-        """Claims for ``assigned`` from their committed offsets (``offsets.initial`` where
-        none), registered with ``offsets``; also the partitions left out because this
-        member's metadata does not show them yet."""
+    ) -> tuple[dict[TopicPartition, PartitionConsumer], list[TopicPartition]]:
+        """Partition consumers for the claims on ``assigned``, from their committed offsets
+        (``offsets.initial`` where none), each registered with ``offsets`` at its resolved
+        start; also the partitions left out because this member's metadata does not show
+        them yet."""
         committed = await offsets.fetch_committed(assigned)
         initial = self.config.consumer.offsets.initial
         wanted = {
@@ -541,16 +541,12 @@ class ConsumerGroup(AsyncResource):
                 if (pc.topic, pc.partition) in wanted:
                     pc.stop()
             raise
-        claims: dict[TopicPartition, ConsumerGroupClaim] = {}
-        start: dict[TopicPartition, int] = {}
-        for tp, pc in pcs.items():
-            # Where the partition was resolved to start, not its fetch position: routing
-            # the others may have waited (a leaderless partition) while this one was
-            # fetched, and a first mark past what the handler saw would skip records.
-            claims[tp] = ConsumerGroupClaim(pc, pc.start_offset)
-            start[tp] = pc.start_offset
-        offsets.assign(committed, start)
-        return claims, unknown
+        # Each claim starts (and first marks) where its partition was resolved to start,
+        # not at its fetch position: routing the others may have waited (a leaderless
+        # partition) while this one was fetched, and a first mark past what the handler
+        # saw would skip records.
+        offsets.assign(committed, {tp: pc.start_offset for tp, pc in pcs.items()})
+        return pcs, unknown
 
     def _cooperative_rebalance(self, started: bool) -> None:
         """A cooperative session rejoins (REBALANCING) or applied the new generation (STABLE);

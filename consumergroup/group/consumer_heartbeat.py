@@ -20,6 +20,7 @@ otherwise answer NOT_COORDINATOR until the member is taken for dead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -31,25 +32,41 @@ from ..errors import (
     UnknownMemberIdError,
 )
 from .ending import EndCause
-from .session_tasks import heartbeat_failed
+from .session_tasks import Notify, heartbeat_failed
 
 if TYPE_CHECKING:
+    from ..config import Config
     from .consumer_membership import ConsumerMembership, Subscription
-    from .session import ConsumerGroupSession
+    from .reconciler import Reconciler
+    from .roles import EpochBeating
 
 
 class ConsumerHeartbeat:
-    """Heartbeats and reconciliation of one session of a consumer-protocol member."""
+    """Heartbeats and reconciliation of one session of a consumer-protocol member.
+
+    It may end the session, write its ``last_heartbeat`` and epoch, and hand targets to
+    ``reconciler``; heartbeat answers go to ``notify`` (observers), rebalances it applies
+    to ``rebalancing`` (True when one starts, False when it is applied).
+    """
 
     def __init__(
         self,
-        session: ConsumerGroupSession,
+        session: EpochBeating,
         membership: ConsumerMembership,
         subscription: Subscription,
+        *,
+        reconciler: Reconciler,
+        config: Config,
+        notify: Notify,
+        rebalancing: Callable[[bool], None] | None,
     ) -> None:
         self._session = session
         self._membership = membership
         self._subscription = subscription
+        self._reconciler = reconciler
+        self._config = config
+        self._notify = notify
+        self._rebalancing = rebalancing
         self._wake = anyio.Event()  # set: heartbeat now (an acknowledgement is due)
         self._target: dict[str, list[int]] | None = None  # the newest target not yet applied
         self._pending = anyio.Event()  # set: _target holds a target to apply
@@ -76,8 +93,7 @@ class ConsumerHeartbeat:
             tasks.cancel_scope.cancel()
 
     async def _heartbeat_loop(self) -> None:
-        session, membership = self._session, self._membership
-        timeout = session._config.consumer.group.session_timeout
+        session, membership, notify = self._session, self._membership, self._notify
         last_ok = anyio.current_time()
         full = False  # the join sent every field; send them again after an error
         # Runs while handlers drain and the final commit goes out: the membership (and the
@@ -91,20 +107,20 @@ class ConsumerHeartbeat:
                     self._subscription if full else None, session.claims
                 )
             except (FencedMemberEpochError, UnknownMemberIdError) as exc:
-                session._notify("on_heartbeat", exc)
+                notify("on_heartbeat", exc)
                 session.end(EndCause.FENCED, f"{type(exc).__name__}: the partitions moved on")
                 return
             except FencedInstanceIdError as exc:
-                session._notify("on_heartbeat", exc)
+                notify("on_heartbeat", exc)
                 session.end(EndCause.FENCED, "another member took this group_instance_id", exc)
                 return
             except ConsumerGroupError as exc:
                 full = True
-                if await heartbeat_failed(session, exc, last_ok, timeout):
+                if await heartbeat_failed(session, notify, exc, last_ok, self._config):
                     return
                 continue
             full = False
-            session._notify("on_heartbeat", None)
+            notify("on_heartbeat", None)
             last_ok = session.last_heartbeat = anyio.current_time()
             session.set_epoch(membership.member_epoch)
             self._beats += 1
@@ -123,12 +139,12 @@ class ConsumerHeartbeat:
             if target is None or session.done.is_set():
                 continue
             assigned = {(t, p) for t, parts in target.items() for p in parts}
-            if assigned == set(session.reconciler.claims):
+            if assigned == set(self._reconciler.owned):
                 continue  # a new epoch, the same partitions: nothing to apply
-            if session._rebalancing is not None:
-                session._rebalancing(True)
+            if self._rebalancing is not None:
+                self._rebalancing(True)
             # The epoch is the heartbeat's to set: it may move on while this one applies.
-            await session.reconciler.reconcile(assigned)
-            if session._rebalancing is not None:
-                session._rebalancing(False)
+            await self._reconciler.reconcile(assigned)
+            if self._rebalancing is not None:
+                self._rebalancing(False)
             self.wake()  # acknowledge: tell the coordinator what this member owns now

@@ -24,14 +24,29 @@ past its budget.
 
 Ownership of the shared state (one event loop; "owner" = the only writer):
 
-* ``_owned``: written only under ``_lock`` (by :meth:`reconcile`, :meth:`start`,
-  :meth:`finish`) and by a claim task replacing its own claim after a restart; read
-  by anyone (stats, pause/resume, the rate sampler).
+* ``_owned`` (partition -> the partition consumer of its current claim): written only
+  under ``_lock`` (by :meth:`reconcile`, :meth:`start`, :meth:`finish`) and by a claim
+  task replacing its own partition consumer after a restart; read by anyone through
+  :attr:`owned` (stats, the rate sampler, ``session.claims``).
+* A claim's start offset and first mark: fixed when its partition consumer is created
+  (``PartitionConsumer.start_offset``, the resolved offset) and registered with the
+  offset manager by ``open_claims`` before any fetch can move it; a restart keeps the
+  marks. Never read from the fetch position.
+* A claim's paused flag: not the reconciler's. The group's paused set owns it; a new
+  partition consumer reads it when it is created (``paused`` below, read-only here).
 * ``_tasks``: an entry is added by :meth:`_start` and removed by the task itself when it
   ends; the revocation path only sets ``stopping`` and cancels ``scope``.
+* A revocation: runs under ``_lock`` in :meth:`_revoke`, which alone releases its
+  partitions, and only once their hook has run; cancelled before that (a fenced
+  consumer-protocol heartbeat cancels the reconciliation), they stay in ``_owned`` with
+  their tasks, and the session's end (:meth:`finish`) takes them over.
 * ``_budget``: the running revocation's budget, set and cleared by :meth:`_revoke`;
   :meth:`shorten` (close()) may move its deadline earlier.
 * ``_set_up``: set once, under ``_lock``, when ``setup`` is called.
+
+What it may ask of the session is :class:`~.roles.ClaimOwner` (end it, set the epoch);
+errors go to ``report``; the session object is otherwise only handed to the user's
+callbacks.
 """
 
 from __future__ import annotations
@@ -39,41 +54,44 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
+from types import FrameType, MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import anyio.abc
 
+from ..consumer.partition import PartitionConsumer
 from ..errors import (
     ConsumerError,
     ConsumerGroupError,
     RebalanceInProgressError,
     StaleMemberEpochError,
 )
-from ..retry import FENCED, Backoff
+from ..retry import FENCED, Backoff, is_transient
 from .claim import ConsumerGroupClaim
 from .ending import EndCause
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..consumer.consumer import Consumer
-    from .handler import ConsumerGroupHandler
     from .offsets import OffsetManager
-    from .session import ConsumerGroupSession
+    from .roles import ClaimHandler, ClaimOwner
 
 _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 #: A rebalance hook given to ``ConsumerGroup(..., on_assigned=...)``: sync or async.
 HookFn = Callable[..., Awaitable[None] | None]
-#: Starts fetching newly assigned partitions: (claims, partitions not in metadata yet).
+#: Starts fetching newly assigned partitions, each registered with the offset manager at
+#: its resolved start: (their partition consumers, partitions not in metadata yet).
 OpenClaims = Callable[
     [list[TopicPartition]],
-    Awaitable[tuple[dict[TopicPartition, ConsumerGroupClaim], list[TopicPartition]]],
+    Awaitable[tuple[dict[TopicPartition, PartitionConsumer], list[TopicPartition]]],
 ]
+#: Where the session's errors go (the log and ``errors()``).
+Report = Callable[[ConsumerError], None]
 
 
 class Change(NamedTuple):
@@ -134,23 +152,26 @@ class _ClaimTask:
 class Reconciler:
     """Owns one session's claims and applies target assignments to them (see the module).
 
-    ``claims``: the session's first claims, opened by the session factory; they are
-    announced (``on_assigned``, ``setup``) and started by :meth:`start`.
+    ``consumers``: the partition consumers of the session's first claims, opened by the
+    session factory; they are announced (``on_assigned``, ``setup``) and started by
+    :meth:`start`.
     """
 
     def __init__(
         self,
-        session: ConsumerGroupSession,
+        session: ClaimOwner,
         *,
-        claims: dict[TopicPartition, ConsumerGroupClaim],
+        consumers: dict[TopicPartition, PartitionConsumer],
         consumer: Consumer,
         offsets: OffsetManager,
         config: Config,
         hooks: dict[str, HookFn],
         open_claims: OpenClaims | None,
+        report: Report,
         paused: Collection[TopicPartition] = (),
     ) -> None:
         self._session = session
+        self._report = report
         self._consumer = consumer
         self._offsets = offsets
         self._config = config
@@ -159,10 +180,11 @@ class Reconciler:
         # The partitions the user paused (the group's, never written here): a restarted
         # claim's consumer reads it when it is created, not the old claim's flag before.
         self._paused = paused
-        # The partitions this member owns, each with its current claim. Written under
-        # _lock only (and by a claim task swapping in its own restarted claim); a partition
-        # leaves only once its revocation is complete. Read by anyone.
-        self._owned: dict[TopicPartition, ConsumerGroupClaim] = dict(claims)
+        # The partitions this member owns, each with the partition consumer of its current
+        # claim. Written under _lock only (and by a claim task swapping in its own restarted
+        # consumer); a partition leaves only once its revocation's hook has run. Read by
+        # anyone through `owned`.
+        self._owned: dict[TopicPartition, PartitionConsumer] = dict(consumers)
         # Running claim tasks: _start adds an entry, the task removes its own when it
         # ends; the revocation path only sets `stopping` and cancels `scope`.
         self._tasks: dict[TopicPartition, _ClaimTask] = {}
@@ -176,14 +198,15 @@ class Reconciler:
         self._bound = math.inf
         # Bound by bind() when the session runs: where claim tasks live, and whose hooks.
         self._group: anyio.abc.TaskGroup | None = None
-        self._handler: ConsumerGroupHandler | None = None
+        self._handler: ClaimHandler | None = None
 
     @property
-    def claims(self) -> dict[TopicPartition, ConsumerGroupClaim]:
-        """The partitions owned right now and their claims (read only: do not modify)."""
-        return self._owned
+    def owned(self) -> Mapping[TopicPartition, PartitionConsumer]:
+        """The partitions owned right now and their claims' partition consumers (a
+        read-only view)."""
+        return MappingProxyType(self._owned)
 
-    def bind(self, group: anyio.abc.TaskGroup, handler: ConsumerGroupHandler) -> None:
+    def bind(self, group: anyio.abc.TaskGroup, handler: ClaimHandler) -> None:
         """Where claim tasks run (the session's claims task group) and the user's handler."""
         self._group = group
         self._handler = handler
@@ -233,8 +256,8 @@ class Reconciler:
 
     def stop_all(self) -> None:
         """The session is ending: end every claim's stream and wake every restart backoff."""
-        for claim in self._owned.values():
-            claim._pc.stop()
+        for pc in self._owned.values():
+            pc.stop()
         for task in self._tasks.values():
             task.stopping.set()
 
@@ -297,9 +320,9 @@ class Reconciler:
         the budget, cancel those still running and wait until they have ended."""
         running: list[tuple[TopicPartition, _ClaimTask]] = []
         for tp in partitions:
-            claim = self._owned.get(tp)
-            if claim is not None:
-                claim._pc.stop()
+            pc = self._owned.get(tp)
+            if pc is not None:
+                pc.stop()
             task = self._tasks.get(tp)
             if task is not None:
                 task.stopping.set()
@@ -331,7 +354,8 @@ class Reconciler:
             except StaleMemberEpochError:
                 # The consumer protocol moved the member to a newer epoch: once more
                 # under the one the next heartbeat brings.
-                if not await self._session._next_epoch():
+                next_epoch = self._offsets.next_epoch
+                if next_epoch is None or not await next_epoch():
                     raise
                 await self._offsets.commit(partitions)
         except RebalanceInProgressError:
@@ -348,7 +372,7 @@ class Reconciler:
             )
         except ConsumerGroupError as exc:
             if end:
-                self._session._report(ConsumerError(f"{what} failed: {exc}", cause=exc))
+                self._report(ConsumerError(f"{what} failed: {exc}", cause=exc))
             else:
                 self._session.log.warning(
                     "%s failed (%s): their new owners re-read from the last commit", what, exc
@@ -358,9 +382,9 @@ class Reconciler:
         """Drop claims from the registry and forget their marks (after their commit)."""
         partitions = list(partitions)
         for tp in partitions:
-            claim = self._owned.pop(tp, None)
-            if claim is not None:
-                claim._pc.stop()
+            pc = self._owned.pop(tp, None)
+            if pc is not None:
+                pc.stop()
         self._offsets.release(partitions)
 
     # ------------------------------------------------------------------ add
@@ -371,15 +395,29 @@ class Reconciler:
         if added:
             assert self._open_claims is not None, "this session cannot open claims"
             try:
-                claims, unknown = await self._open_claims(added)
+                consumers, unknown = await self._open_claims(added)
             except ConsumerGroupError as exc:
-                self._session._end_start_failed(added, exc)
+                self._start_failed(added, exc)
                 return
-            self._owned.update(claims)
-            added = sorted(claims)
+            self._owned.update(consumers)
+            added = sorted(consumers)
         await self._announce(added)
         if unknown:
-            self._session._end_unseen(unknown)
+            # The assignment names partitions this member's metadata does not show yet.
+            self._session.rejoin_fresh = True
+            self._session.end(
+                EndCause.PARTITIONS_CHANGED, f"assigned {list(unknown)} are not in metadata yet"
+            )
+
+    def _start_failed(self, partitions: Sequence[TopicPartition], exc: Exception) -> None:
+        """Newly assigned partitions could not be started: rejoin (a transient error), or
+        end run() (any other). Their OffsetFetch refused as a fencing answer (a KIP-848
+        member's id or epoch the coordinator no longer knows): the partitions are lost."""
+        what = f"could not start the claims {list(partitions)}: {exc}"
+        if isinstance(exc, FENCED):
+            self._session.end(EndCause.FENCED, what)
+        else:
+            self._session.end(EndCause.START_FAILED, what, None if is_transient(exc) else exc)
 
     async def _announce(self, added: list[TopicPartition]) -> None:
         """``on_assigned`` → ``setup`` (first time) → one ``consume_claim`` task each."""
@@ -410,10 +448,13 @@ class Reconciler:
                     await result
         except Exception as exc:
             err = ConsumerError(f"{name} raised {exc!r}", cause=exc)
-            if name in ("on_assigned", "setup"):
-                self._session._handler_failed(err, f"{name} raised")
-            else:
-                self._session._report(err)
+            if name not in ("on_assigned", "setup"):
+                self._report(err)
+            elif self._config.consumer.return_errors:  # report, end the session and rejoin
+                self._report(err)
+                self._session.end(EndCause.HANDLER_ERROR, f"{name} raised")
+            else:  # end run() too
+                self._session.end(EndCause.HANDLER_ERROR, f"{name} raised", fatal=err)
             return False
         return True
 
@@ -431,26 +472,26 @@ class Reconciler:
         still owned is restarted after a backoff with a fresh claim starting at the
         partition's last marked offset: a partition is never left owned but unread.
         """
-        claim = self._owned[tp]
         try:
             with task.scope:
-                await self._claim_loop(claim, task)
+                await self._claim_loop(tp, task)
         finally:
             if self._tasks.get(tp) is task:
                 del self._tasks[tp]
             current = self._owned.get(tp)
             if current is not None:
-                current._pc.stop()
+                current.stop()
             task.ended.set()
 
-    async def _claim_loop(self, claim: ConsumerGroupClaim, task: _ClaimTask) -> None:
+    async def _claim_loop(self, tp: TopicPartition, task: _ClaimTask) -> None:
         """The body of :meth:`_run_claim`: handle, and restart while the claim is owned."""
         session = self._session
-        tp = (claim.topic, claim.partition)
         backoff = Backoff(self._config.consumer.retry.backoff)
         handler = self._handler
         assert handler is not None
+        pc = self._owned[tp]
         while True:
+            claim = ConsumerGroupClaim(pc, pc.start_offset)
             marked = self._offsets.marked(*tp)
             try:
                 await handler.consume_claim(session, claim)
@@ -465,28 +506,27 @@ class Reconciler:
                 if not self._config.consumer.return_errors:
                     session.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
                     return
-                session._report(err)
+                self._report(err)
                 what = "raised"
-            claim._pc.stop()
+            pc.stop()
             if task.stopping.is_set():
                 return  # revoked, or the session is ending: not an early return
             if self._offsets.marked(*tp) != marked:
                 backoff.reset()  # it made progress: not a handler failing in a loop
-            next_claim = await self._reclaim(claim, what, backoff, task)
-            if next_claim is None:
+            restarted = await self._reclaim(tp, what, backoff, task)
+            if restarted is None:
                 return
-            claim = next_claim
+            pc = restarted
 
     async def _reclaim(
-        self, claim: ConsumerGroupClaim, what: str, backoff: Backoff, task: _ClaimTask
-    ) -> ConsumerGroupClaim | None:
-        """A new claim on the same partition from its marked offset, after a backoff;
+        self, tp: TopicPartition, what: str, backoff: Backoff, task: _ClaimTask
+    ) -> PartitionConsumer | None:
+        """A new partition consumer for the claim, from its marked offset, after a backoff;
         None when the claim is revoked or the session ends first (either wakes it).
 
         The warning is logged only once the backoff is over and the claim is still owned:
         a handler that returned because a close() was on its way is not an early return.
         """
-        tp = (claim.topic, claim.partition)
         while True:
             delay = backoff.next()
             self._session.log.debug("consume_claim for %s/%d %s", *tp, what)
@@ -513,9 +553,8 @@ class Reconciler:
             if task.stopping.is_set() or tp not in self._owned:  # ended during the restart
                 pc.stop()
                 return None
-            fresh = ConsumerGroupClaim(pc, pc.start_offset)
-            self._owned[tp] = fresh
-            return fresh
+            self._owned[tp] = pc
+            return pc
 
 
 def claim_on_stack(stack: Sequence[FrameType]) -> str:

@@ -29,9 +29,10 @@ from ..retry import Backoff, is_transient
 from .ending import EndCause
 
 if TYPE_CHECKING:
+    from ..config import RetryConfig
     from .membership import Membership
     from .reconciler import Reconciler
-    from .session import ConsumerGroupSession
+    from .roles import Joining
 
 
 class CooperativeRejoin:
@@ -39,13 +40,16 @@ class CooperativeRejoin:
 
     def __init__(
         self,
-        session: ConsumerGroupSession,
+        session: Joining,
         membership: Membership,
         reconciler: Reconciler,
         topics: list[str],
         rebalancing: Callable[[bool], None] | None,
+        *,
+        retry: RetryConfig,
     ) -> None:
         self._session = session
+        self._retry = retry
         self._membership = membership
         self._reconciler = reconciler
         self._topics = topics
@@ -98,8 +102,7 @@ class CooperativeRejoin:
         error ends the session.
         """
         session = self._session
-        retry = session._config.consumer.group.rebalance.retry
-        backoff = Backoff(retry.backoff)
+        backoff = Backoff(self._retry.backoff)
         while not session.done.is_set():
             await self.requested.wait()
             self.requested = anyio.Event()

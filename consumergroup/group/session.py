@@ -31,12 +31,18 @@ Shared state (one event loop; "writer" = who may change it):
 * ``rejoin_fresh``: set by whoever ends the session for a partition change;
 * ``last_heartbeat``: the heartbeat task; ``rates``: the rate sampler;
 * the claims: the reconciler only (``session.claims`` is a read-only view).
+
+Each piece gets what it may read and ask, no more: the session itself typed as one of
+the small protocols of :mod:`.roles` (its public members), and the explicit objects and
+callables its constructor or function names (the config, the client, the observers'
+``notify``, the error sink). None of them imports this module.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -48,8 +54,9 @@ from ..errors import (
     StaleMemberEpochError,
     UnknownMemberIdError,
 )
-from ..retry import FENCED, REJOIN, is_transient
+from ..retry import REJOIN
 from . import session_tasks
+from .consumer_heartbeat import ConsumerHeartbeat
 from .consumer_membership import ConsumerMembership
 from .ending import EndCause
 from .logs import GroupLogger
@@ -61,13 +68,12 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..config import Config
     from ..consumer.consumer import Consumer
+    from ..consumer.partition import PartitionConsumer
     from ..message import ConsumerMessage
-    from .claim import ConsumerGroupClaim
-    from .consumer_heartbeat import ConsumerHeartbeat
     from .consumer_membership import Subscription
-    from .handler import ConsumerGroupHandler
     from .membership import Generation, Membership
     from .offsets import OffsetManager
+    from .roles import ClaimHandler
 
 __all__ = ["ConsumerGroupSession", "EndCause", "HookFn"]
 
@@ -92,7 +98,7 @@ class ConsumerGroupSession:
         *,
         group_id: str,
         generation: Generation,
-        claims: dict[TopicPartition, ConsumerGroupClaim],
+        consumers: dict[TopicPartition, PartitionConsumer],
         partition_counts: dict[str, int],
         client: Client,
         consumer: Consumer,
@@ -134,12 +140,13 @@ class ConsumerGroupSession:
         self.rejoin_fresh = False
         self.reconciler = Reconciler(
             self,
-            claims=claims,
+            consumers=consumers,
             consumer=consumer,
             offsets=offsets,
             config=config,
             hooks=hooks,
             open_claims=open_claims,
+            report=self._report,
             paused=paused,
         )
         self.cooperative = generation.cooperative
@@ -153,14 +160,25 @@ class ConsumerGroupSession:
         self._rejoin: CooperativeRejoin | None = None
         self._consumer_heartbeat: ConsumerHeartbeat | None = None
         if isinstance(membership, ConsumerMembership):
-            from .consumer_heartbeat import ConsumerHeartbeat
-
             assert subscription is not None
-            self._consumer_heartbeat = ConsumerHeartbeat(self, membership, subscription)
+            self._consumer_heartbeat = ConsumerHeartbeat(
+                self,
+                membership,
+                subscription,
+                reconciler=self.reconciler,
+                config=config,
+                notify=notify,
+                rebalancing=rebalancing,
+            )
             offsets.next_epoch = self._next_epoch
         elif generation.cooperative:
             self._rejoin = CooperativeRejoin(
-                self, membership, self.reconciler, list(partition_counts), rebalancing
+                self,
+                membership,
+                self.reconciler,
+                list(partition_counts),
+                rebalancing,
+                retry=config.consumer.group.rebalance.retry,
             )
         # anyio clock: when end() was called (the start of the end's revocation budget).
         self._ended_at: float | None = None
@@ -180,15 +198,9 @@ class ConsumerGroupSession:
     def claims(self) -> dict[str, list[int]]:
         """topic -> sorted partitions this member owns now."""
         out: dict[str, list[int]] = {}
-        for topic, partition in sorted(self.reconciler.claims):
+        for topic, partition in sorted(self.reconciler.owned):
             out.setdefault(topic, []).append(partition)
         return out
-
-    @property
-    def _classic(self) -> Membership:
-        """The membership, on the classic protocol (the only one its tasks run for)."""
-        assert not isinstance(self._membership, ConsumerMembership)
-        return self._membership
 
     @property
     def rebalancing(self) -> bool:
@@ -305,7 +317,7 @@ class ConsumerGroupSession:
         self.reconciler.shorten(deadline)
         self.end(EndCause.CLOSED, "close() was called")
 
-    async def run(self, handler: ConsumerGroupHandler) -> EndCause:
+    async def run(self, handler: ClaimHandler) -> EndCause:
         """Run the session to its end, then revoke/lose, cleanup, final commit and release.
 
         Returns why it ended. Never raises for a handler error (see ``fatal``).
@@ -316,21 +328,7 @@ class ConsumerGroupSession:
         try:
             async with anyio.create_task_group() as background:
                 # Heartbeats first, before any user code (as sarama does).
-                tasks: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-                    ("rate sampler", lambda: session_tasks.sample_rates(self)),
-                    ("watchdog", self.watchdog.run),
-                ]
-                if self._consumer_heartbeat is not None:
-                    # The consumer protocol: the coordinator's assignments arrive by
-                    # heartbeat (and cover partition-count changes too).
-                    tasks.insert(0, ("heartbeat", self._consumer_heartbeat.run))
-                else:
-                    tasks.insert(0, ("heartbeat", lambda: session_tasks.heartbeat_loop(self)))
-                    tasks.append(
-                        ("partition watcher", lambda: session_tasks.watch_partitions(self))
-                    )
-                if self._config.consumer.offsets.auto_commit.enable:
-                    tasks.append(("auto-commit", lambda: session_tasks.auto_commit_loop(self)))
+                tasks = self._tasks()
                 if self._rejoin is not None:
                     tasks.append(("cooperative rejoin", self._rejoin.run))
                 for name, task in tasks:
@@ -357,6 +355,54 @@ class ConsumerGroupSession:
         """Release every claim without user code or commit (teardown after failure)."""
         self.reconciler.abandon()
 
+    def _tasks(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """The background tasks but the cooperative rejoin, heartbeats first (as sarama
+        does), each given what it may use."""
+        config, tasks = self._config, session_tasks
+        beats: Callable[[], Awaitable[None]]
+        if self._consumer_heartbeat is not None:
+            # The consumer protocol: the coordinator's assignments arrive by heartbeat
+            # (and cover partition-count changes too).
+            beats = self._consumer_heartbeat.run
+        else:
+            membership = self._membership
+            assert not isinstance(membership, ConsumerMembership)
+            beats = partial(
+                tasks.heartbeat_loop,
+                self,
+                membership,
+                self._client,
+                config,
+                self._notify,
+                lambda: self._joining,
+            )
+        out: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("heartbeat", beats),
+            ("rate sampler", partial(tasks.sample_rates, self.rates, self.reconciler, config)),
+            ("watchdog", self.watchdog.run),
+        ]
+        if self._consumer_heartbeat is None:
+            watch = partial(
+                tasks.watch_partitions,
+                self,
+                self._client,
+                config,
+                self._partition_counts,
+                self._subscription,
+            )
+            out.append(("partition watcher", watch))
+        if config.consumer.offsets.auto_commit.enable:
+            ticks = partial(
+                tasks.auto_commit_loop,
+                self,
+                config,
+                self._commit,
+                lambda: self.rebalancing,
+                self._report,
+            )
+            out.append(("auto-commit", ticks))
+        return out
+
     # ------------------------------------------------------------------ for the pieces
 
     def set_epoch(self, generation_id: int) -> None:
@@ -374,34 +420,8 @@ class ConsumerGroupSession:
         await self._consumer_heartbeat.next_epoch()
         return True
 
-    def _handler_failed(self, err: ConsumerError, detail: str) -> None:
-        """``return_errors``: report, end the session and rejoin; otherwise end run() too."""
-        if self._config.consumer.return_errors:
-            self._report(err)
-            self.end(EndCause.HANDLER_ERROR, detail)
-        else:
-            self.end(EndCause.HANDLER_ERROR, detail, fatal=err)
-
-    def _end_start_failed(self, partitions: Sequence[TopicPartition], exc: Exception) -> None:
-        """Newly assigned partitions could not be started: rejoin (a transient error), or
-        end run() (any other). Their OffsetFetch refused as a fencing answer (a KIP-848
-        member's id or epoch the coordinator no longer knows): the partitions are lost."""
-        if isinstance(exc, FENCED):
-            self.end(EndCause.FENCED, f"could not start the claims {list(partitions)}: {exc}")
-            return
-        fatal = None if is_transient(exc) else exc
-        self.end(
-            EndCause.START_FAILED, f"could not start the claims {list(partitions)}: {exc}", fatal
-        )
-
-    def _end_unseen(self, partitions: Sequence[TopicPartition]) -> None:
-        """The assignment names partitions this member's metadata does not show yet."""
-        self.rejoin_fresh = True
-        self.end(
-            EndCause.PARTITIONS_CHANGED, f"assigned {list(partitions)} are not in metadata yet"
-        )
-
     def _report(self, err: ConsumerError) -> None:
+        """An error for the log and ``errors()`` (the pieces get this as their sink)."""
         self.log.error("%s", err)
         self._on_error(err)
 

@@ -82,7 +82,7 @@ def _session(offsets: OffsetManager) -> ConsumerGroupSession:
     return ConsumerGroupSession(
         group_id="g",
         generation=Generation(1, "m", "m", "range", {}),
-        claims={},
+        consumers={},
         partition_counts={},
         client=None,  # type: ignore[arg-type]
         consumer=None,  # type: ignore[arg-type]
