@@ -65,6 +65,9 @@ METRIC_NAMES: dict[str, str] = {
     "consumergroup_state": "The member's state (1 for the current one)",
     "consumergroup_rebalances": "Rebalances this member went through",
     "consumergroup_errors_dropped": "Errors errors() dropped because nobody read them",
+    "consumergroup_runaway_handlers": (
+        "consume_claim tasks that ignored their cancellation and run on, abandoned"
+    ),
     "consumergroup_assigned_partitions": "Partitions the member claims now",
     "consumergroup_member_epoch": (
         "The member epoch (consumer protocol) or generation id (classic), by protocol"
@@ -200,6 +203,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
     state = gauge("consumergroup_state", ("group", "state"))
     rebalances = counter("consumergroup_rebalances", _GROUP)
     errors_dropped = counter("consumergroup_errors_dropped", _GROUP)
+    runaways = gauge("consumergroup_runaway_handlers", _GROUP)
     assigned = gauge("consumergroup_assigned_partitions", _GROUP)
     epoch = gauge("consumergroup_member_epoch", ("group", "protocol"))
     loop_lag = gauge("consumergroup_event_loop_lag_seconds", _GROUP)
@@ -216,6 +220,7 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
             state.add_metric([*g, s.value], 1.0 if s is stats.state else 0.0)
         rebalances.add_metric(g, stats.rebalances)
         errors_dropped.add_metric(g, stats.errors_dropped)
+        runaways.add_metric(g, stats.runaway_handlers)
         assigned.add_metric(g, len(stats.partitions))
         epoch.add_metric([*g, stats.protocol], stats.member_epoch)
         loop_lag.add_metric(g, stats.loop_lag)
@@ -229,5 +234,6 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
             high_watermark.add_metric(labels, p.high_water_mark)
             records.add_metric(labels, p.records_consumed)
             nbytes.add_metric(labels, p.bytes_consumed)
-    yield from (state, rebalances, errors_dropped, assigned, epoch, loop_lag, heartbeat_age)
+    yield from (state, rebalances, errors_dropped, runaways, assigned, epoch, loop_lag)
+    yield heartbeat_age
     yield from (lag, position, committed, high_watermark, records, nbytes)

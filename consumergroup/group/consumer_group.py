@@ -129,6 +129,10 @@ class ConsumerGroup(AsyncResource):
         # Cancelled by close(): the loop's whole body, and the join/backoff phase alone.
         self._loop_scope: anyio.CancelScope | None = None
         self._join_scope: anyio.CancelScope | None = None
+        # consume_claim tasks that ignored their cancellation and were abandoned, kept
+        # (asyncio holds tasks weakly) until they end: added by the session's reconciler,
+        # removed by their own end. Counted in stats(); /health/live fails meanwhile.
+        self._runaways: set[asyncio.Task[None]] = set()
         self._errors: collections.deque[ConsumerError] = collections.deque()
         self._errors_ready = asyncio.Event()
         self._errors_dropped = 0
@@ -234,6 +238,7 @@ class ConsumerGroup(AsyncResource):
             commit_failures=self._commit_failures,
             loop_lag=loop_lag,
             errors_dropped=self._errors_dropped,
+            runaway_handlers=len(self._runaways),
             error=self._error,
         )
 
@@ -467,6 +472,7 @@ class ConsumerGroup(AsyncResource):
             on_end=lambda cause: self._set_state(GroupState.REBALANCING),
             open_claims=functools.partial(self._open_claims, offsets, topics),
             paused=self._paused,
+            runaway=self._adopt_runaway,
             rebalancing=self._cooperative_rebalance,
             subscription=subscription,
         )
@@ -547,6 +553,16 @@ class ConsumerGroup(AsyncResource):
         # saw would skip records.
         offsets.assign(committed, {tp: pc.start_offset for tp, pc in pcs.items()})
         return pcs, unknown
+
+    def _adopt_runaway(self, task: asyncio.Task[None]) -> None:
+        """Keep an abandoned handler's task until it ends (it cannot be killed)."""
+        self._runaways.add(task)
+        task.add_done_callback(self._runaway_ended)
+
+    def _runaway_ended(self, task: asyncio.Task[None]) -> None:
+        self._runaways.discard(task)
+        error = None if task.cancelled() else task.exception()
+        self.log.warning("an abandoned consume_claim ended at last (%r)", error)
 
     def _cooperative_rebalance(self, started: bool) -> None:
         """A cooperative session rejoins (REBALANCING) or applied the new generation (STABLE);

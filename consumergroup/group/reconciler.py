@@ -51,6 +51,7 @@ callbacks.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -92,6 +93,9 @@ OpenClaims = Callable[
 ]
 #: Where the session's errors go (the log and ``errors()``).
 Report = Callable[[ConsumerError], None]
+#: Takes a handler's asyncio task that ignored its cancellation and was abandoned: keeps
+#: it referenced (and counted) until it ends.
+Runaway = Callable[["asyncio.Task[None]"], None]
 
 
 class Change(NamedTuple):
@@ -145,8 +149,12 @@ class _ClaimTask:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     #: Set when the claim must end (revoked, or the session ends): wakes a restart backoff.
     stopping: anyio.Event = field(default_factory=anyio.Event)
-    #: Set by the task itself when it has ended: the handler is no longer running.
+    #: Set by the task itself when it has ended: the handler is no longer running (or,
+    #: having ignored its cancellation, was abandoned).
     ended: anyio.Event = field(default_factory=anyio.Event)
+    #: Per handler run: set when its asyncio task ends, or by the revocation that gives up
+    #: waiting for a handler that ignores its cancellation (the task then abandons it).
+    settled: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Reconciler:
@@ -169,9 +177,11 @@ class Reconciler:
         open_claims: OpenClaims | None,
         report: Report,
         paused: Collection[TopicPartition] = (),
+        runaway: Runaway | None = None,
     ) -> None:
         self._session = session
         self._report = report
+        self._runaway = runaway
         self._consumer = consumer
         self._offsets = offsets
         self._config = config
@@ -338,11 +348,13 @@ class Reconciler:
         with anyio.CancelScope(shield=True, deadline=budget.deadline(0)):
             for _, task in late:
                 await task.ended.wait()
-        for tp, task in late:
-            if not task.ended.is_set():
-                self._session.log.error(
-                    "handler for %s/%d ignores its cancellation; revoking it anyway", *tp
-                )
+        # One that ignored its cancellation is let go: its task abandons it (it runs on,
+        # detached, reported once) and ends at once, so the session can end.
+        for _, task in late:
+            task.settled.set()
+        with anyio.CancelScope(shield=True):
+            for _, task in late:
+                await task.ended.wait()
 
     async def _commit(self, partitions: Sequence[TopicPartition], end: bool) -> None:
         """Commit exactly these partitions' marks; a failure is logged, not raised: the
@@ -494,7 +506,7 @@ class Reconciler:
             claim = ConsumerGroupClaim(pc, pc.start_offset)
             marked = self._offsets.marked(*tp)
             try:
-                await handler.consume_claim(session, claim)
+                await self._handle(handler, claim, task)
                 what = "returned"
             except Exception as exc:
                 err = ConsumerError(
@@ -517,6 +529,50 @@ class Reconciler:
             if restarted is None:
                 return
             pc = restarted
+
+    async def _handle(
+        self, handler: ClaimHandler, claim: ConsumerGroupClaim, task: _ClaimTask
+    ) -> None:
+        """Run ``consume_claim`` in an asyncio task of its own and wait for it.
+
+        It is no task of the claims' task group: cancelling this task (the drain past its
+        budget, or the session torn down) cancels the handler once, with asyncio's cancel,
+        where anyio would cancel it again at each of its awaits (a handler that swallows
+        its cancellation would spin the loop). Past the budget, a handler still running
+        is abandoned (:meth:`_abandon`) instead of holding the session, and ``run()``,
+        forever: asyncio cannot end a task that will not end.
+        """
+        runner = asyncio.ensure_future(_consume(handler, self._session, claim))
+        settled = task.settled = anyio.Event()
+        runner.add_done_callback(lambda _: settled.set())
+        try:
+            await asyncio.shield(runner)
+        except BaseException:
+            if runner.done():
+                raise  # the handler's own outcome
+            runner.cancel()  # this task is cancelled: the handler too, once
+            with anyio.CancelScope(shield=True):
+                await settled.wait()
+            if not runner.done():
+                self._abandon(runner, claim)
+            elif not runner.cancelled():
+                runner.exception()  # moot: the claim is being cancelled (retrieved)
+            raise
+
+    def _abandon(self, runner: asyncio.Task[None], claim: ConsumerGroupClaim) -> None:
+        """A handler ignored its cancellation past its budget: say so once, hand its task
+        to ``runaway`` (which keeps and counts it) and go on without it."""
+        self._report(
+            ConsumerError(
+                "consume_claim ignored its cancellation: it was abandoned and runs on, "
+                "detached (let CancelledError propagate out of the handler); /health/live "
+                "fails while it runs",
+                topic=claim.topic,
+                partition=claim.partition,
+            )
+        )
+        if self._runaway is not None:
+            self._runaway(runner)
 
     async def _reclaim(
         self, tp: TopicPartition, what: str, backoff: Backoff, task: _ClaimTask
@@ -557,9 +613,14 @@ class Reconciler:
             return pc
 
 
+async def _consume(handler: ClaimHandler, session: object, claim: ConsumerGroupClaim) -> None:
+    """The body of a handler's asyncio task (its frame names the claim for the watchdog)."""
+    await handler.consume_claim(session, claim)
+
+
 def claim_on_stack(stack: Sequence[FrameType]) -> str:
     """Name the claim whose handler holds the loop, from the loop thread's stack."""
-    code = Reconciler._claim_loop.__code__
+    code = _consume.__code__
     for frame in stack:
         if frame.f_code is code:
             claim = frame.f_locals.get("claim")

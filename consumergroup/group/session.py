@@ -60,7 +60,7 @@ from .consumer_heartbeat import ConsumerHeartbeat
 from .consumer_membership import ConsumerMembership
 from .ending import EndCause
 from .logs import GroupLogger
-from .reconciler import HookFn, OpenClaims, Reconciler, claim_on_stack
+from .reconciler import HookFn, OpenClaims, Reconciler, Runaway, claim_on_stack
 from .rejoin import CooperativeRejoin
 from .watchdog import LoopWatchdog
 
@@ -113,6 +113,7 @@ class ConsumerGroupSession:
         rebalancing: Callable[[bool], None] | None = None,
         subscription: Subscription | None = None,
         paused: Collection[TopicPartition] = (),
+        runaway: Runaway | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -148,6 +149,7 @@ class ConsumerGroupSession:
             open_claims=open_claims,
             report=self._report,
             paused=paused,
+            runaway=runaway,
         )
         self.cooperative = generation.cooperative
         # Told True when an incremental rebalance starts, False when it is applied.

@@ -86,6 +86,9 @@ class GroupStats:
     loop_lag: float = 0.0
     #: Errors ``errors()`` dropped because nobody read them (the buffer holds 1,024).
     errors_dropped: int = 0
+    #: ``consume_claim`` tasks that ignored their cancellation, were abandoned and still
+    #: run, detached (a handler bug: ``/health/live`` fails while there is one).
+    runaway_handlers: int = 0
     #: Why the member FAILED (or the last transient error while it retries).
     error: str | None = None
     #: The group protocol: ``"classic"`` or ``"consumer"`` (KIP-848), not the assignor.
@@ -123,6 +126,7 @@ class GroupStats:
             "commit_failures": self.commit_failures,
             "loop_lag": self.loop_lag,
             "errors_dropped": self.errors_dropped,
+            "runaway_handlers": self.runaway_handlers,
             "error": self.error,
             "partitions": [
                 {

@@ -228,24 +228,31 @@ class ServiceHealth:
                     self.exporter.track(group)
 
     def live(self) -> tuple[int, JSON]:
-        """200 while the loop's lag is under the threshold and no group has FAILED; else 503
-        (``stalled``, or ``failed`` with each failed group's reason), so that an
-        orchestrator restarts a process whose group gave up for good."""
+        """200 while the loop's lag is under the threshold, no group has FAILED and no
+        abandoned handler runs on; else 503 (``stalled``, ``failed`` with each failed
+        group's reason, or ``runaway`` with each group's count of handlers that ignored
+        their cancellation), so that an orchestrator restarts a process whose group gave
+        up for good or that carries a task nothing can end."""
         lag = self.monitor.lag()
         stalled = lag is not None and lag > self.stall_threshold
+        snapshots = [g.stats() for g in self.groups]
         failed = [
             {"group_id": s.group_id, "error": s.error}
-            for s in (g.stats() for g in self.groups)
+            for s in snapshots
             if s.state is GroupState.FAILED
         ]
-        body: JSON = {
-            "status": "stalled" if stalled else "failed" if failed else "alive",
-            "loop_lag": lag,
-            "stall_threshold": self.stall_threshold,
-        }
+        runaway = [
+            {"group_id": s.group_id, "runaway_handlers": s.runaway_handlers}
+            for s in snapshots
+            if s.runaway_handlers
+        ]
+        status = "stalled" if stalled else "failed" if failed else "runaway" if runaway else "alive"
+        body: JSON = {"status": status, "loop_lag": lag, "stall_threshold": self.stall_threshold}
         if failed:
             body["failed"] = failed
-        return (503 if stalled or failed else 200), body
+        if runaway:
+            body["runaway"] = runaway
+        return (200 if status == "alive" else 503), body
 
     def ready(self) -> tuple[int, JSON]:
         """200 only while every group is STABLE with claims; 503 with the reasons else."""

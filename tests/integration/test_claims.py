@@ -4,9 +4,12 @@ its paused flag and its revocation, whatever else the member awaits meanwhile.""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import struct
+import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +30,9 @@ from tests.integration.test_consumer_protocol import new_kafka_topic
 from tests.integration.test_examples import committed
 
 pytestmark = pytest.mark.timeout(120)
+
+#: The repository (``tests`` is imported from there by the child process).
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class HandlesTen(cg.ConsumerGroupHandler):
@@ -310,3 +316,39 @@ async def test_a_member_fenced_during_a_revocation_loses_that_partition_after_it
     assert ("on_lost", [0, 1]) in hooks, first  # the revoking partition is lost, not dropped
     returned = [i for i, (e, _) in enumerate(first) if e == "returned"]
     assert len(returned) == 2 and max(returned) < first.index(hooks[-1]), first
+
+
+async def test_a_handler_that_swallows_its_cancellation_is_abandoned_and_nothing_spins(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A consume_claim that catches CancelledError and keeps waiting (a user's bug). Before
+    the fix close() gave up at its deadline but run() never returned, and anyio re-delivered
+    the cancellation at every await of the handler: the process spun at 100 % CPU. Now the
+    drain cancels the handler once, abandons it when its budget is spent (it runs on,
+    detached: asyncio cannot kill a task), and says so once: an error on errors(),
+    stats().runaway_handlers and /health/live answering 503."""
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"x"], partition=0)
+    close_timeout = 4.0
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration.runaway_member",
+        bootstrap,
+        topic,
+        str(close_timeout),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 90)
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    assert result["close_seconds"] < close_timeout + 1.0, result
+    assert result["run_returned"] and result["run_error"] is None, result
+    # A busy loop burns about one CPU second per second; waiting costs next to nothing.
+    assert result["cpu_seconds"] < 0.1 * result["wall_seconds"], result
+    assert result["swallowed"] == 1, result  # cancelled once, not again and again
+    runaway = [e for e in result["errors"] if "ignored its cancellation" in e]
+    assert len(runaway) == 1 and f"{topic}/0" in runaway[0], result["errors"]
+    assert result["runaway_handlers"] == 1
+    code, body = result["live"]
+    assert code == 503 and body["status"] == "runaway", body
