@@ -62,6 +62,7 @@ from .ending import EndCause
 from .logs import GroupLogger
 from .reconciler import HookFn, OpenClaims, Reconciler, Runaway, claim_on_stack
 from .rejoin import CooperativeRejoin
+from .session_tasks import Notify
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -81,8 +82,6 @@ _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ErrorSink = Callable[[ConsumerError], None]
-#: (event name, *args) -> the group's observers.
-Notify = Callable[..., None]
 
 
 class ConsumerGroupSession:
