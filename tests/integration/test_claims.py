@@ -1,5 +1,6 @@
 """A claim's state is fixed before anything can move it: its start offset (and first mark),
-its paused flag and its revocation, whatever else the member awaits meanwhile."""
+its paused flag and its revocation, whatever else the member awaits meanwhile; and a
+handler that will not end cannot hold its session, or the loop."""
 
 from __future__ import annotations
 
