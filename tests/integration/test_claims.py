@@ -89,9 +89,9 @@ async def test_a_claim_starts_where_it_was_resolved_while_another_waits_for_its_
     connection): routing it waits ~0.75 s for a leader while partition 0, routed first, is
     already fetched. The claim on partition 0 must start, and mark, at 0, where it was
     resolved: before the fix it took the moved fetch position (200), the first commit stored
-    it and offsets 10-199 were never handled by anyone. The consumer protocol (Apache Kafka
-    only: Tansu has no KIP-848) opens its claims on the reconciler's path, the classic one in
-    the session factory."""
+    it and offsets 10-199 were never handled by anyone. On both protocols (the consumer
+    protocol on Apache Kafka only: Tansu has no KIP-848); the partitions a cooperative or
+    KIP-848 member is given later are opened by the same ``open_claims``."""
     if protocol == "consumer" and on_tansu:
         pytest.skip("Tansu has no consumer group protocol (KIP-848)")
     topic = await new_topic(partitions=2)
