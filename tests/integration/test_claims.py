@@ -97,7 +97,9 @@ async def test_a_claim_starts_where_it_was_resolved_while_another_waits_for_its_
     topic = await new_topic(partitions=2)
     await produce(bootstrap, topic, [b"%d" % i for i in range(200)], partition=0)
     group = unique()
-    async with ClusterAdmin([bootstrap]) as admin:
+    patient = cg.Config()
+    patient.consumer.offsets.retry.max = 40  # a Kafka just started may still load its groups
+    async with ClusterAdmin([bootstrap], patient) as admin:
         # Committed offsets start the partitions in assignment order (0 first) with one probe.
         await admin.commit_offsets(group, {(topic, 0): 0, (topic, 1): 0})
     config = consumer_protocol_config() if protocol == "consumer" else group_config()
