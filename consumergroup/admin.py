@@ -26,7 +26,7 @@ from urllib.parse import unquote
 
 from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment, MemberSubscription
-from .client import Client
+from .client import Client, PartitionMetadata
 from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from .consumer.positions import resolve_offsets
 from .errors import (
@@ -393,6 +393,16 @@ class ClusterAdmin(AsyncResource):
             TopicInfo(name, len(self.client.cached_partitions(name) or []), name.startswith("__"))
             for name in names
         ]
+
+    async def describe_topic(self, topic: str) -> list[PartitionMetadata]:
+        """Each partition's leader, replicas and in-sync replicas (fresh metadata; raises
+        UnknownTopicOrPartitionError if the topic does not exist)."""
+        await self.client.partitions(topic, refresh=True)
+        return self.client.partition_metadata(topic)
+
+    async def delete_topic(self, topic: str) -> None:
+        """DeleteTopics (raises UnknownTopicOrPartitionError if it does not exist)."""
+        await self.client.delete_topic(topic)
 
     async def partitions(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (raises UnknownTopicOrPartitionError if it does not exist)."""

@@ -48,6 +48,7 @@ from .net.connection import BrokerConnection
 from .net.flexible import NULL_TOPIC_ID
 from .net.protocol import (
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     FindCoordinatorRequest,
     MetadataRequest,
 )
@@ -358,6 +359,10 @@ class Client(AsyncResource):
         """The id of ``topic`` in the cached metadata (None: unknown, or an old broker)."""
         return self._topic_ids.get(topic)
 
+    def partition_metadata(self, topic: str) -> list[PartitionMetadata]:
+        """The cached metadata of ``topic``'s partitions, by partition id ([] if not cached)."""
+        return [meta for _, meta in sorted(self._topics.get(topic, {}).items())]
+
     def cached_partitions(self, topic: str) -> list[int] | None:
         """Partition ids from the cache, or None if the topic is not cached."""
         parts = self._topics.get(topic)
@@ -492,6 +497,16 @@ class Client(AsyncResource):
         return await offsets_for_times(self, stamps, read_committed=read_committed)
 
     # ------------------------------------------------------------------------ admin
+
+    async def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        """DeleteTopics (at the controller); raises UnknownTopicOrPartitionError when
+        ``name`` does not exist."""
+        conn = await self.controller()
+        req = DeleteTopicsRequest([name], int(timeout * 1000))
+        resp = (await conn.send(req, timeout=timeout + self.config.net.read_timeout)).to_object()
+        for err in resp["topic_error_codes"]:
+            raise_for_code(err["error_code"], f"DeleteTopics {name!r}")
+        self._topics.pop(name, None)
 
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int = 1, timeout: float = 30.0

@@ -446,7 +446,9 @@ def cluster_options(func: _F) -> _F:
     options = [
         click.option(
             "--bootstrap",
+            "--bootstrap-server",  # Kafka's tools' name
             "-b",
+            "bootstrap",
             envvar=["CONSUMERGROUP_BOOTSTRAP", "KAFKA_BOOTSTRAP_SERVERS"],
             metavar="HOST:PORT",
             help="Broker address(es), comma-separated "

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 import click
 
@@ -302,6 +303,26 @@ def ranged(
         metavar="SECONDS" if seconds else None,
         help=help,
     )
+
+
+def group_argument(func: _FC) -> _FC:
+    """GROUP as an argument, or as Kafka's tools take it (``--group``/``-g``); the command
+    receives it as ``group``. Exactly one group: none, or two different ones, is a usage
+    error."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, group: str | None, group_option: str | None, **kwargs: Any) -> Any:
+        if group is not None and group_option is not None and group != group_option:
+            raise click.UsageError(f"two groups given: {group!r} and --group {group_option!r}")
+        chosen = group if group is not None else group_option
+        if not chosen:
+            raise click.UsageError("which group? give GROUP (or --group GROUP)")
+        return func(*args, group=chosen, **kwargs)
+
+    with_option = click.option(
+        "--group", "-g", "group_option", metavar="GROUP", help="The group (Kafka's tools' form)."
+    )(wrapper)
+    return cast(_FC, click.argument("group", required=False)(with_option))
 
 
 def topics_option(help: str, *, required: bool = False) -> Callable[[_FC], _FC]:

@@ -11,7 +11,15 @@ import click
 from ..admin import ClusterAdmin, TopicPartition
 from ..errors import UnknownTopicOrPartitionError
 from ._cluster import ClusterOptions, cluster_options
-from ._common import EXIT_OK, CliError, CliFailure, run_command, status, topics_option
+from ._common import (
+    EXIT_OK,
+    CliError,
+    CliFailure,
+    group_argument,
+    run_command,
+    status,
+    topics_option,
+)
 from ._output import json_option, print_json, print_table
 
 
@@ -45,7 +53,11 @@ async def _topic_partitions(admin: ClusterAdmin, specs: Sequence[str]) -> list[T
 
 
 @dataclasses.dataclass
-class _LagRow:
+class LagRow:
+    """One partition of a group: its committed offset (None: never committed), its end
+    (the high watermark) and the lag between them (None without a commit: never a made-up
+    number)."""
+
     topic: str
     partition: int
     committed: int | None
@@ -56,8 +68,36 @@ class _LagRow:
         self.lag = None if self.committed is None else max(0, self.end - self.committed)
 
 
+def total_lag(rows: Sequence[LagRow]) -> int | None:
+    """The sum of the partitions' lags; None when no partition has one (shown ``-``)."""
+    lags = [r.lag for r in rows if r.lag is not None]
+    return sum(lags) if lags else None
+
+
+async def existing_group(admin: ClusterAdmin, group: str) -> None:
+    """Raise the CLI's "does not exist" failure (exit 1) unless ``group`` exists."""
+    [desc] = await admin.describe_groups([group])
+    if not await admin.group_exists(group, desc):
+        raise CliFailure(f"group {group!r} does not exist (see: consumergroup groups)")
+
+
+async def lag_rows(
+    admin: ClusterAdmin, group: str, partitions: Sequence[TopicPartition] | None = None
+) -> list[LagRow]:
+    """The lag of ``group`` on ``partitions`` (default: those of every topic it has
+    committed offsets on), by topic and partition."""
+    if partitions is not None:
+        committed = await admin.list_consumer_group_offsets(group, partitions)
+    else:
+        committed = await admin.list_consumer_group_offsets(group)
+        seen = sorted({t for t, _ in committed})
+        partitions = await _topic_partitions(admin, seen) if seen else []
+    ends = await admin.end_offsets(partitions) if partitions else {}
+    return [LagRow(t, p, committed.get((t, p)), ends[(t, p)]) for t, p in sorted(partitions)]
+
+
 @click.command()
-@click.argument("group")
+@group_argument
 @topics_option("Only this topic (repeatable; default: every topic the group has offsets on).")
 @cluster_options
 @json_option
@@ -65,32 +105,27 @@ def lag(group: str, topics: tuple[str, ...], cluster: ClusterOptions, as_json: b
     """Committed offset, end offset and lag of GROUP on each partition, with totals.
 
     The end offset is the partition's high watermark; lag = end - committed.
-    Partitions of a listed topic without a committed offset show no lag.
+    Partitions of a listed topic without a committed offset show "-" (no lag), and so
+    does the total when no partition has a lag. A group that does not exist exits 1.
     """
 
     async def run() -> int:
         async with cluster.admin() as admin:
-            if topics:
-                partitions = await _topic_partitions(admin, topics)
-                committed = await admin.list_consumer_group_offsets(group, partitions)
-            else:
-                committed = await admin.list_consumer_group_offsets(group)
-                seen = sorted({t for t, _ in committed})
-                partitions = await _topic_partitions(admin, seen) if seen else []
-            ends = await admin.end_offsets(partitions) if partitions else {}
-        rows = [_LagRow(t, p, committed.get((t, p)), ends[(t, p)]) for t, p in partitions]
+            await existing_group(admin, group)
+            picked = await _topic_partitions(admin, topics) if topics else None
+            rows = await lag_rows(admin, group, picked)
         if as_json:
             print_json([dataclasses.asdict(r) for r in rows])
             return EXIT_OK
         if not rows:
             status(f"group {group!r} has no committed offsets")
             return EXIT_OK
-        total = sum(r.lag or 0 for r in rows)
+        total = total_lag(rows)
         print_table(
             ["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"],
             [[r.topic, r.partition, r.committed, r.end, r.lag] for r in rows],
             footer=["total", len(rows), None, sum(r.end for r in rows), total],
-            title=f"group {group}: total lag {total}",
+            title=f"group {group}: total lag {'-' if total is None else total}",
         )
         return EXIT_OK
 
@@ -140,29 +175,35 @@ async def _targets(
 
 
 @click.command("reset-offsets")
-@click.argument("group")
-@topics_option("TOPIC (every partition) or TOPIC:0,1 (repeatable).", required=True)
+@group_argument
+@topics_option("TOPIC (every partition) or TOPIC:0,1 (repeatable).")
+@click.option(
+    "--all-topics", is_flag=True, help="Every topic the group has committed offsets on."
+)
 @click.option("--to-earliest", is_flag=True, help="The first offset.")
 @click.option("--to-latest", is_flag=True, help="The end offset.")
 @click.option("--to-offset", type=click.IntRange(min=0), help="This offset (clamped to the log).")
 @click.option("--to-datetime", metavar="ISO", help="First offset at/after this time.")
 @click.option("--shift-by", type=int, help="Move the committed offset by N (negative: back).")
 @click.option("--execute", is_flag=True, help="Apply the change (default: a dry run).")
+@click.option("--dry-run", is_flag=True, help="Only show the change (the default).")
 @cluster_options
 @json_option
 def reset_offsets(
     group: str,
     topics: tuple[str, ...],
+    all_topics: bool,
     to_earliest: bool,
     to_latest: bool,
     to_offset: int | None,
     to_datetime: str | None,
     shift_by: int | None,
     execute: bool,
+    dry_run: bool,
     cluster: ClusterOptions,
     as_json: bool,
 ) -> None:
-    """Move GROUP's committed offsets on --topic: a dry run unless --execute.
+    """Move GROUP's committed offsets on --topic (or --all-topics): a dry run unless --execute.
 
     Prints each partition's current and new offset. Refused while the group
     has members (their commits would overwrite the reset): stop them first.
@@ -181,6 +222,10 @@ def reset_offsets(
             "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO, "
             "--shift-by N"
         )
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic TOPIC (repeatable) or --all-topics")
+    if execute and dry_run:
+        raise click.UsageError("--execute and --dry-run: give one of them")
     if chosen[0][0] == "datetime":
         _parse_datetime(str(chosen[0][1]))  # a usage error before any broker contact
 
@@ -193,7 +238,16 @@ def reset_offsets(
                     f"{desc.state}): offsets can only be reset while it has none; stop its "
                     "consumers (or wait for their session to time out) and try again"
                 )
-            partitions = await _topic_partitions(admin, topics)
+            if all_topics:
+                seen = sorted({t for t, _ in await admin.list_consumer_group_offsets(group)})
+                if not seen:
+                    raise CliFailure(
+                        f"group {group!r} has no committed offsets: --all-topics names no "
+                        "topic; give --topic TOPIC"
+                    )
+                partitions = await _topic_partitions(admin, seen)
+            else:
+                partitions = await _topic_partitions(admin, topics)
             current = await admin.list_consumer_group_offsets(group, partitions)
             new = await _targets(admin, partitions, current, chosen[0])
             if execute:

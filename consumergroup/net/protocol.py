@@ -24,6 +24,7 @@ from aiokafka.protocol.admin import (
     ApiVersionRequest,
     ApiVersionRequest_v0,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     SaslAuthenticateRequest,
     SaslHandShakeRequest,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupHeartbeatRequest",
     "CreateTopicsRequest",
+    "DeleteTopicsRequest",
     "FetchRequest",
     "FindCoordinatorRequest",
     "HeartbeatRequest",
@@ -145,6 +147,7 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
     SaslHandShakeRequest,
     ApiVersionRequest,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     SaslAuthenticateRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupDescribeRequest,

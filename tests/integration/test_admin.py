@@ -326,7 +326,8 @@ async def test_describe_and_delete_of_a_group_that_does_not_exist_fail_saying_so
     # Tansu describes an unknown group as "Empty" and deletes it without a word: the
     # commands said "deleted group" (exit 0) and showed an empty group.
     group = unique("nosuchgroup")
-    for command in ("describe", "delete"):
+    # lag too (it printed "no committed offsets" and exited 0 while describe exited 1).
+    for command in ("describe", "delete", "lag"):
         result = await run_cli(command, group, "-b", bootstrap)
         assert result.code == 1, (command, result.err)
         assert f"group {group!r} does not exist" in one_line_error(result)
@@ -530,3 +531,130 @@ async def test_a_signal_while_connecting_stops_at_once_with_exit_0() -> None:
         server.close()
     assert proc.returncode == 0, err.decode()
     assert err.decode().strip() == "consumergroup: SIGTERM: stopped"
+
+
+# ----------------------------------------------------------- Kafka's tools' command lines
+
+
+async def test_kafka_consumer_groups_flags_work_as_aliases(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """An operator types kafka-consumer-groups.sh's flags: each was rejected as unknown."""
+    topic = await new_topic(partitions=2)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(10)])
+    group = await consumed_group(bootstrap, topic, 2, 10)
+    await produce(bootstrap, topic, [b"w%d" % i for i in range(4)])
+    server = ("--bootstrap-server", bootstrap)
+
+    listed = await run_cli(*server, "--list")
+    assert listed.code == 0 and group in listed.out.split(), (listed.out, listed.err)
+
+    described = await run_cli(*server, "--describe", "--group", group)
+    assert described.code == 0, described.err
+    header = next(line for line in described.out.splitlines() if "CURRENT-OFFSET" in line)
+    assert header.split()[:5] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    rows = [line.split() for line in described.out.splitlines() if line.split()[:1] == [topic]]
+    assert len(rows) == 2
+    assert sum(int(r[2]) for r in rows) == 10 and sum(int(r[4]) for r in rows) == 4
+    assert all(int(r[3]) - int(r[2]) == int(r[4]) for r in rows), rows
+    as_json = await run_cli("describe", "-g", group, "-b", bootstrap, "--json")
+    offsets = json.loads(as_json.out)["offsets"]
+    assert sum(o["lag"] for o in offsets) == 4 and {o["topic"] for o in offsets} == {topic}
+
+    dry = await run_cli(
+        *server, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--dry-run"
+    )
+    assert dry.code == 0, dry.err
+    assert "dry run" in dry.err
+    executed = await run_cli(
+        *server, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+        "--execute",
+    )  # fmt: skip
+    assert executed.code == 0, executed.err
+    lag = json.loads((await run_cli("lag", "--group", group, *server, "--json")).out)
+    assert [r["committed"] for r in lag] == [0, 0]
+
+    deleted = await run_cli(*server, "--delete", "--group", group)
+    assert deleted.code == 0, deleted.err
+    gone = await run_cli(*server, "--describe", "--group", group)
+    assert gone.code == 1
+
+
+async def test_reset_offsets_usage_with_kafka_flags_is_checked_before_any_broker() -> None:
+    for args, says in [
+        (["--reset-offsets", "--group", "g", "--to-earliest"], "--topic TOPIC"),
+        (["--reset-offsets", "--group", "g", "--topic", "t", "--all-topics", "--to-latest"],
+         "--all-topics"),
+        (["--reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--execute",
+          "--dry-run"], "--dry-run"),
+        (["describe", "g1", "--group", "g2"], "two groups"),
+        (["describe"], "which group"),
+    ]:  # fmt: skip
+        result = await run_cli("--bootstrap-server", "127.0.0.1:1", *args)
+        assert result.code == 2, (args, result.err)
+        assert says in result.err and "Traceback" not in result.err, result.err
+
+
+async def test_lag_shows_dash_never_a_made_up_zero(bootstrap: str, new_topic: TopicFactory) -> None:
+    """A partition never committed shows "-" as COMMITTED and LAG, and so does the total
+    when no partition has a lag (it printed "total lag 0")."""
+    read, other = await new_topic(partitions=1), await new_topic(partitions=2)
+    await produce(bootstrap, read, [b"x"])
+    await produce(bootstrap, other, [b"y"] * 3)
+    group = await consumed_group(bootstrap, read, 1, 1)
+    result = await run_cli("lag", group, "-b", bootstrap, "--topic", other)
+    assert result.code == 0, result.err
+    assert "total lag -" in result.out, result.out
+    rows = [line.split() for line in result.out.splitlines() if line.split()[:1] == [other]]
+    assert [r[2] for r in rows] == ["-", "-"] and [r[4] for r in rows] == ["-", "-"], rows
+    assert "0" not in [r[2] for r in rows]
+
+
+@pytest.mark.kafka_only("Tansu reports no member assignments, so no owned partitions")
+async def test_describe_shows_each_owned_partition_with_its_owner_and_commit(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=2)
+    group = unique()
+    async with members(bootstrap, group, topic, 1, 2), ClusterAdmin([bootstrap]) as admin:
+        [desc] = await admin.describe_groups([group])
+        result = await run_cli("describe", group, "-b", bootstrap, "--offsets")
+        committed = await admin.list_consumer_group_offsets(group)
+    assert result.code == 0, result.err
+    rows = [line.split() for line in result.out.splitlines() if line.split()[:1] == [topic]]
+    assert [r[1] for r in rows] == ["0", "1"], result.out
+    [member] = desc.members
+    for r in rows:
+        assert r[5] == member.member_id  # CONSUMER-ID
+        # CURRENT-OFFSET is the group's commit (the member commits its start position, as
+        # Java's auto-commit does), "-" only where there is none.
+        assert r[2] == str(committed.get((topic, int(r[1])), "-")), (rows, committed)
+
+
+async def test_kafka_topics_flags_describe_create_and_delete(bootstrap: str) -> None:
+    name = unique("kt")
+    created = await run_cli(
+        "topics", "--bootstrap-server", bootstrap, "--create", "--topic", name, "--partitions", "2"
+    )
+    assert created.code == 0, created.err
+    # kafka-topics.sh's shape, no subcommand: --describe with --topic and no --group.
+    described = await run_cli("--bootstrap-server", bootstrap, "--describe", "--topic", name)
+    assert described.code == 0, described.err
+    rows = [line.split() for line in described.out.splitlines() if line.split()[:1] == [name]]
+    assert [r[1] for r in rows] == ["0", "1"], described.out
+    assert all(r[2].isdigit() for r in rows), rows  # a leader
+    as_json = json.loads((await run_cli("topics", "-b", bootstrap, "--describe", "-t", name,
+                                        "--json")).out)  # fmt: skip
+    assert [p["partition"] for p in as_json] == [0, 1] and all(p["isr"] for p in as_json)
+
+    deleted = await run_cli("topics", "-b", bootstrap, "--delete", "--topic", name)
+    assert deleted.code == 0, deleted.err
+    async with ClusterAdmin([bootstrap]) as admin:
+        for _ in range(100):
+            if name not in {t.name for t in await admin.list_topics()}:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{name} still listed after --delete")
+    again = await run_cli("topics", "-b", bootstrap, "--delete", "--topic", name)
+    assert again.code == 2 and "does not exist" in one_line_error(again)
