@@ -23,6 +23,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..retry import is_transient
+from ._native import warn_if_pure_python
 from .broker import BrokerConsumer
 from .partition import Consumed, PartitionConsumer
 from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
@@ -101,6 +102,7 @@ class Consumer(AsyncResource):
         resolved), and from then on each is reachable by :meth:`partition_consumer`.
         """
         self._check_new(wanted)
+        warn_if_pure_python()
         for topic in {topic for topic, _ in wanted}:
             parts = await self._client.partitions(topic)
             for t, partition in wanted:
