@@ -131,11 +131,31 @@ def _check_number(
         _fail(path, value, f"must be {kind} {bounds}{unit}", fix)
 
 
-def _check_seconds(path: str, value: object, fix: str, *, zero_ok: bool = False) -> None:
+# Above these a duration is almost surely milliseconds written out of Kafka's habit
+# (session.timeout.ms=45000): refused, with the value in seconds it probably meant.
+_HOUR = 3600.0
+_DAY = 86400.0
+
+
+def _check_not_milliseconds(path: str, value: float, most: float) -> None:
+    """Refuse ``value`` seconds above ``most``: "did you mean value/1000 s?"."""
+    if value > most:
+        limit = f"{most / _HOUR:g} hour(s)" if most >= _HOUR else f"{most:g} s"
+        raise ConfigurationError(
+            f"{path}={value!r} is {value:g} seconds, more than {limit}: durations are "
+            f"seconds here, not Kafka's milliseconds. Did you mean {value / 1000:g} s? "
+            f"Set {path} = {value / 1000:g}"
+        )
+
+
+def _check_seconds(
+    path: str, value: object, fix: str, *, zero_ok: bool = False, most: float = _HOUR
+) -> None:
     _check_number(path, value, fix, low=0, low_open=not zero_ok, unit=" (seconds)")
+    _check_not_milliseconds(path, value, most)  # type: ignore[arg-type]  # a number now
 
 
-def _check_int32_ms(path: str, value: object, fix: str) -> None:
+def _check_int32_ms(path: str, value: object, fix: str, *, most: float = _HOUR) -> None:
     _check_number(
         path,
         value,
@@ -144,6 +164,7 @@ def _check_int32_ms(path: str, value: object, fix: str) -> None:
         high=_INT32_MS_MAX_SECONDS,
         unit=" (seconds; Kafka sends it as int32 milliseconds)",
     )
+    _check_not_milliseconds(path, value, most)  # type: ignore[arg-type]  # a number now
 
 
 def _check_int32(path: str, value: object, fix: str, *, low: int, unit: str = "") -> None:
@@ -486,6 +507,7 @@ class MetadataConfig(_Section):
             self.refresh_frequency,
             "use 0 to disable background refresh, or e.g. 600.0",
             zero_ok=True,
+            most=_DAY,
         )
         _check_type(
             f"{path}.allow_auto_topic_creation",
@@ -547,7 +569,8 @@ class RebalanceConfig(_Section):
                     "list each strategy once",
                 )
             seen.add(name)
-        _check_int32_ms(f"{path}.timeout", self.timeout, "use e.g. 60.0")
+        # Java's max.poll.interval.ms is sometimes hours: a day is the bound here.
+        _check_int32_ms(f"{path}.timeout", self.timeout, "use e.g. 60.0", most=_DAY)
         _check_section(f"{path}.retry", self.retry, RetryConfig)
 
 
@@ -841,6 +864,7 @@ class OffsetsConfig(_Section):
             self.retention,
             "use 0 for the broker default, or a retention in seconds",
             zero_ok=True,
+            most=_INT32_MS_MAX_SECONDS,  # weeks are normal here
         )
         _check_section(f"{path}.retry", self.retry, RetryConfig)
 
@@ -874,7 +898,7 @@ class ConsumerConfig(_Section):
         _check_section(f"{path}.group", self.group, GroupConfig)
         _check_section(f"{path}.retry", self.retry, ConsumerRetryConfig)
         _check_section(f"{path}.fetch", self.fetch, FetchConfig)
-        _check_int32_ms(f"{path}.max_wait_time", self.max_wait_time, "use e.g. 0.5")
+        _check_int32_ms(f"{path}.max_wait_time", self.max_wait_time, "use e.g. 0.5", most=60.0)
         _check_type(f"{path}.return_errors", self.return_errors, bool, "use True or False")
         _check_choice(
             f"{path}.isolation_level",

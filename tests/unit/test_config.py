@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from functools import reduce
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import consumergroup as cg
 from consumergroup.balance.cooperative import CooperativeStickyAssignor
 from consumergroup.balance.range import RangeAssignor
 from consumergroup.config import (
@@ -517,3 +519,38 @@ def test_bad_protocol_settings_say_what_to_do(protocol: str, assignor: Any, rule
     config.consumer.group.remote_assignor = assignor
     with pytest.raises(ConfigurationError, match=rule):
         config.validate()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "meant"),
+    [
+        ("consumer.group.session_timeout", 45000, "45"),
+        ("consumer.max_wait_time", 500, "0.5"),
+        ("net.read_timeout", 30000.0, "30"),
+        ("consumer.group.rebalance.timeout", 300000, "300"),
+        ("consumer.offsets.auto_commit.interval", 5000, "5"),
+        ("metadata.refresh_frequency", 300000, "300"),
+    ],
+)
+def test_a_duration_in_kafkas_milliseconds_is_refused_with_what_it_meant(
+    field: str, value: float, meant: str
+) -> None:
+    # Before: session_timeout = 45000 (milliseconds, out of Kafka habit) was accepted as
+    # 12.5 hours.
+    config = cg.Config()
+    *parents, name = field.split(".")
+    section = config
+    for part in parents:
+        section = getattr(section, part)
+    setattr(section, name, value)
+    with pytest.raises(cg.ConfigurationError, match=rf"Did you mean {re.escape(meant)} s\?"):
+        config.validate()
+
+
+def test_long_durations_that_are_meant_stay_allowed() -> None:
+    config = cg.Config()
+    config.consumer.group.rebalance.timeout = 7200.0  # Java's max.poll.interval.ms of 2 h
+    config.consumer.offsets.retention = 7 * 86400.0  # a week
+    config.metadata.refresh_frequency = 3600.0
+    config.consumer.group.session_timeout = 1800.0  # Kafka's group.max.session.timeout.ms
+    config.validate()
