@@ -29,8 +29,10 @@ from ._common import (
 
 def _check_free(port: int) -> None:
     """Refuse a port something listens on: the broker would fail, or a client would
-    reach the other listener."""
+    reach the other listener. SO_REUSEADDR, as the broker binds: connections of a broker
+    stopped a moment ago (TIME_WAIT) do not make the port taken, a listener does."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError as exc:

@@ -350,6 +350,26 @@ async def test_the_broker_command_serves_until_ctrl_c() -> None:
     assert gone.code == 1  # nothing listens there any more
 
 
+async def test_the_broker_command_restarts_on_its_port_at_once() -> None:
+    """``make broker``, Ctrl-C, ``make broker``: the closed connections of the first one
+    (TIME_WAIT on its port) made the free-port check refuse the port for about 60 s
+    ("127.0.0.1:9092 is in use"), though the broker itself could bind it."""
+    port = free_port()
+    for run in range(2):
+        proc = await spawn("broker", "--port", str(port))
+        async with reaped(proc):
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line.decode().strip() == f"127.0.0.1:{port}", (run, line)
+            # A client connected while the broker stops: the broker's side closes first
+            # and its port keeps the connection in TIME_WAIT.
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            proc.send_signal(signal.SIGINT)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            writer.close()
+        assert proc.returncode == 0, (run, err.decode())
+
+
 # ----------------------------------------------------------------------------- demo
 
 
