@@ -116,3 +116,20 @@ def _load_hooks() -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_docker_compose_runs_the_kafka_the_suite_runs() -> None:
+    """docker-compose.yml ran Kafka 4.0.0 while the suite ran 4.4.0 (share groups: 4.2+)."""
+    from consumergroup.testing import KAFKA_VERSION
+
+    compose = (ROOT / "docker-compose.yml").read_text()
+    assert re.findall(r"image: apache/kafka:(\S+)", compose) == [KAFKA_VERSION]
+    for setting in (
+        "TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        "TRANSACTION_STATE_LOG_MIN_ISR",
+        "SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR",
+        "SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR",
+    ):
+        assert f"KAFKA_{setting}:" in compose, setting
+    docs = (ROOT / "docs" / "contributing" / "testing.md").read_text()
+    assert "docker compose up -d" in docs and "KAFKA_BOOTSTRAP_SERVERS=" in docs
