@@ -23,6 +23,7 @@ from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
+from tests.helpers import produce
 from tests.integration.group_support import Recorder, group_config, wait_for
 
 pytestmark = [
@@ -168,3 +169,39 @@ async def test_killing_a_leader_then_the_coordinator_loses_nothing_and_ends_no_r
         committed = await admin.list_consumer_group_offsets(group)
         ends = await admin.end_offsets([(topic, p) for p in range(PARTITIONS)])
     assert committed == ends
+
+
+async def test_the_cluster_bootstrap_string_in_a_list_reaches_every_node(
+    kafka_cluster3: KafkaCluster,
+) -> None:
+    """``[kc.bootstrap]`` ("127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3" in a list), one string,
+    and a list: each constructor consumes. Before, the list's one string was read as host
+    "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1" and retried "could not connect" for ever."""
+    kc = kafka_cluster3
+    topic = unique("bootstrap")
+    await kc.create_topic(topic, 3, replication_factor=3)
+    await produce(kc.bootstrap, topic, [b"a", b"b", b"c"])
+    for given in ([kc.bootstrap], kc.bootstrap, kc.bootstrap.split(",")):
+        handler = Values("m")
+        config = group_config()
+        config.consumer.offsets.initial = cg.OFFSET_OLDEST
+        async with cg.ConsumerGroup(given, unique(), config) as group:
+            run = asyncio.create_task(group.run([topic], handler))
+            await wait_for(lambda h=handler: len(h.values) == 3, 60, f"3 records via {given!r}")
+            await group.close()
+            await run
+        async with ClusterAdmin(given) as admin:
+            assert topic in {t.name for t in await admin.list_topics()}
+            ends = await admin.end_offsets([(topic, p) for p in range(3)])
+        async with cg.Consumer(given) as consumer, asyncio.timeout(60):
+            read = 0
+            for (_, partition), end in ends.items():
+                if not end:
+                    continue
+                pc = await consumer.consume_partition(topic, partition, cg.OFFSET_OLDEST)
+                async for batch in pc.batches():
+                    read += len(batch)
+                    if batch[-1].offset + 1 >= end:
+                        break
+                await pc.close()
+            assert read == 3
