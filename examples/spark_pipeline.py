@@ -3,6 +3,9 @@
     python examples/spark_pipeline.py [BOOTSTRAP] [--topic T] [--out DIR] [--events N]
     spark-submit --master spark://HOST:7077 examples/spark_pipeline.py BOOTSTRAP ...
 
+From a clone, ``spark-submit`` must run this venv's Python (it looks for ``python3`` on
+PATH): ``. .venv/bin/activate`` first, then ``spark-submit examples/spark_pipeline.py``.
+
 Reads JSON click events (``{"user": "u7", "page": "/docs", "ts": "2026-01-01T10:00:05Z"}``)
 from Kafka with Spark Structured Streaming, parses them, counts clicks per page and
 per event-time minute with a one-minute watermark, and appends each closed minute to
@@ -28,8 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+import consumergroup as cg
 from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
+from consumergroup.errors import UnknownTopicOrPartitionError
 from consumergroup.testing import EmbeddedBroker
 
 PAGES = ["/", "/docs", "/pricing", "/blog", "/signup"]
@@ -60,6 +65,22 @@ async def fill(bootstrap: str, topic: str, events: int) -> None:
             chunk = values[first : first + 500]
             for p in partitions:
                 await produce_batch(client, topic, p, chunk[p :: len(partitions)])
+
+
+async def missing_topic(bootstrap: str, topic: str) -> str | None:
+    """Why ``topic`` cannot be read at ``bootstrap`` (None when it can): checked before
+    Spark starts, so a typo is one line, not a Py4J traceback from inside the query."""
+    try:
+        async with Client(bootstrap) as client:
+            await client.partitions(topic)
+    except UnknownTopicOrPartitionError:
+        return (
+            f"topic {topic!r} does not exist at {bootstrap}: create it (consumergroup topics "
+            f"-b {bootstrap} --create {topic} --partitions 3) or pass --topic"
+        )
+    except cg.KafkaError as exc:
+        return f"cannot read {topic!r} at {bootstrap}: {exc}"
+    return None
 
 
 def session() -> SparkSession:
@@ -148,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         loop.run_until_complete(fill(broker.bootstrap, args.topic, args.events))
         bootstrap = broker.bootstrap
         print(f"embedded broker at {bootstrap}: produced {args.events} clicks", flush=True)
+    else:
+        problem = loop.run_until_complete(missing_topic(bootstrap, args.topic))
+        if problem is not None:
+            loop.close()
+            print(f"Error: {problem}", file=sys.stderr)
+            return 2
     spark = session()
     try:
         pipeline(spark, bootstrap, args.topic, out)

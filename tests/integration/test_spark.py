@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -399,3 +400,46 @@ async def test_spark_pipeline_example_counts_every_closed_minute(
     assert minutes.select("minute").distinct().count() == 3
     assert minutes.groupBy().sum("clicks").collect()[0][0] == 3 * 300
     assert "clicks per page" in out
+
+
+@pytest.mark.timeout(480)  # a JVM of its own, an embedded broker, a streaming query
+def test_the_spark_example_from_a_clone_with_spark_submit_as_the_guide_writes_it(
+    tmp_path: Path,
+) -> None:
+    """``. .venv/bin/activate`` then ``spark-submit examples/spark_pipeline.py``, from a
+    shell whose PATH does not have the venv (spark-submit runs ``python3`` from PATH:
+    without the venv's, it found no pyspark and no consumergroup)."""
+    guide = (ROOT / "docs" / "guides" / "spark.md").read_text()
+    block = guide[guide.index("<!-- spark-submit-clone -->") :]
+    block = block[block.index("```sh\n") + 6 :]
+    block = block[: block.index("```")]
+    commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.strip()]
+    assert commands[1:3] == [". .venv/bin/activate", "spark-submit examples/spark_pipeline.py"]
+    venv = Path(sys.executable).parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "VIRTUAL_ENV"))}
+    venv_bin = os.path.realpath(venv / "bin")
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if os.path.realpath(p) != venv_bin
+    )
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    script = (
+        f". {venv}/bin/activate && spark-submit --conf spark.ui.enabled=false "
+        f"examples/spark_pipeline.py --events 600 --out {tmp_path / 'out'}"
+    )
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=450
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "streamed 600 events" in done.stdout, done.stdout
+
+
+async def test_the_spark_example_on_a_missing_topic_says_so_in_one_line(bootstrap: str) -> None:
+    """Pointed at a broker without the topic it printed a 100-line Py4J traceback."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / "spark_pipeline.py"), bootstrap, "--topic", "no-such-t",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 2, (out, err)
+    [line] = err.decode().strip().splitlines()
+    assert line.startswith("Error: topic 'no-such-t' does not exist at ") and "--create" in line
