@@ -28,6 +28,13 @@ ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark,oidc,msk
 SYSTEM_EXTRAS := gssapi
 EXTRAS ?=
 
+# The checks `make test` runs besides pytest (each is a target of its own too).
+LINT        := $(BIN)/ruff check consumergroup tests examples bench tools
+TYPECHECK   := $(BIN)/mypy --strict consumergroup
+DOCS_CHECK  := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .cache/site-check
+# The script runs from a copy of the sources, built with the sanitizers.
+C_SANITIZED := PYTHON=$(CURDIR)/$(BIN)/python tests/c_sanitized.sh
+
 .PHONY: demo broker install test test-quick test-c-sanitized docs docs-check dist chaos lint \
 	typecheck bench clean
 
@@ -89,16 +96,27 @@ broker: $(DEMO)
 
 ## make test: the whole suite (unit + integration, each integration test on the embedded
 ## Tansu broker and on Apache Kafka), mypy --strict, ruff, the docs site (--strict: every
-## internal link and anchor). The first run fetches Apache Kafka's jars with mvn into
-## .cache/ (the suite does it, once, under a lock; Java 17+).
-## The Spark tests (-m spark) run in a pytest process of their own: pyspark's imports and
-## its JVM stay out of the other tests.
-test: $(STAMP) $(KRB5) test-c-sanitized docs-check
-	$(BIN)/ruff check consumergroup tests examples bench tools
-	$(BIN)/mypy --strict consumergroup
+## internal link and anchor), the C extensions under the sanitizers. The first run fetches
+## Apache Kafka's jars with mvn into .cache/ and builds the Go and Java peers.
+## What is slow and independent runs alongside the rest from the start: the downloads and
+## builds (python -m tests.prepare) and the Spark tests, in a pytest process of their own
+## (pyspark's imports and its JVM stay out of the other tests); their output is printed
+## at the end. The parallel run lists its slowest tests (--durations).
+test: $(STAMP) $(KRB5)
+	@mkdir -p .cache
+	@trap 'kill $$prep $$spark 2>/dev/null' EXIT; \
+	$(BIN)/python -m tests.prepare > .cache/prepare.log 2>&1 & prep=$$!; \
+	$(BIN)/pytest -q -p no:cacheprovider -m spark --durations=10 > .cache/spark-tests.log 2>&1 & \
+	spark=$$!; \
+	status=0; \
+	$(LINT) && $(TYPECHECK) && $(DOCS_CHECK) && $(C_SANITIZED) || status=1; \
+	wait $$prep || { cat .cache/prepare.log; status=1; }; \
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \
-		--durations=20
-	$(BIN)/pytest -q -p no:cacheprovider -m spark --durations=10
+		--durations=25 || status=1; \
+	wait $$spark || status=1; \
+	echo "==== the Spark tests (run alongside the others; .cache/spark-tests.log) ===="; \
+	cat .cache/spark-tests.log; \
+	exit $$status
 
 ## make test-quick: the edit-run loop: the unit tests and the integration tests on the
 ## embedded broker only (no Apache Kafka, no Spark, no chaos; no JVM starts).
@@ -114,13 +132,13 @@ docs: $(STAMP)
 # Part of make test: any warning (a broken link or anchor, a page outside the nav, an
 # unreadable docstring) fails the build.
 docs-check: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .cache/site-check
+	$(DOCS_CHECK)
 
 ## make test-c-sanitized (part of make test): the C extensions built once more, with
 ## AddressSanitizer and UndefinedBehaviorSanitizer, under .cache/sanitized, and their tests
 ## run on that build (a use-after-free is caught only there).
 test-c-sanitized: $(STAMP)
-	PYTHON=$(CURDIR)/$(BIN)/python tests/c_sanitized.sh  # the script runs from a copy
+	$(C_SANITIZED)
 
 ## make dist: the sdist and a wheel in dist/, checked: `twine check --strict` (metadata, the
 ## README as PyPI renders it), the LICENSE in both, and on Linux the wheel's linux_x86_64 tag
@@ -138,10 +156,10 @@ chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check consumergroup tests examples bench tools
+	$(LINT)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict consumergroup
+	$(TYPECHECK)
 
 ## make bench: the comparison benchmarks (never part of `make test`).
 # kcat (librdkafka's C consumer) is the C reference peer; installed when apt-get can.
