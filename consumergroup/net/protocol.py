@@ -98,6 +98,7 @@ API_NAMES: dict[int, str] = {
     17: "SaslHandshake",
     18: "ApiVersions",
     19: "CreateTopics",
+    20: "DeleteTopics",
     36: "SaslAuthenticate",
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
