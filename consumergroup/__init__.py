@@ -80,8 +80,10 @@ __all__ = [
     "OIDCTokenProvider",
     "PartitionConsumer",
     "PartitionStats",
+    "Producer",
     "RangeAssignor",
     "RecordHeader",
+    "RecordMetadata",
     "RoundRobinAssignor",
     "SilentListenerError",
     "StickyAssignor",
@@ -98,12 +100,16 @@ _LAZY: dict[str, tuple[str, str]] = {
     "testing": (f"{__name__}.testing", ""),
     "OIDCTokenProvider": (f"{__name__}.oauth", "OIDCTokenProvider"),
     "MSKIAMTokenProvider": (f"{__name__}.oauth", "MSKIAMTokenProvider"),
+    "Producer": (f"{__name__}.producer", "Producer"),
+    "RecordMetadata": (f"{__name__}.producer", "RecordMetadata"),
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from . import testing as testing
     from .oauth import MSKIAMTokenProvider as MSKIAMTokenProvider
     from .oauth import OIDCTokenProvider as OIDCTokenProvider
+    from .producer import Producer as Producer
+    from .producer import RecordMetadata as RecordMetadata
 
 
 def __getattr__(name: str) -> Any:

@@ -41,6 +41,9 @@ __all__ = [
     "NetConfig",
     "OffsetReset",
     "OffsetsConfig",
+    "ProducerAcks",
+    "ProducerCompression",
+    "ProducerConfig",
     "RebalanceConfig",
     "RetryConfig",
     "SASLConfig",
@@ -54,6 +57,10 @@ OFFSET_NEWEST = -1
 OFFSET_OLDEST = -2
 """Start from the oldest retained message (Kafka's ``earliest``; sarama's ``OffsetOldest``)."""
 
+ProducerAcks = Literal[0, 1, -1, "all"]
+"""Which replicas must have a batch before the leader answers: none, the leader, all in sync."""
+ProducerCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+"""The codec record batches are compressed with on write."""
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
 """The SASL mechanisms this client implements."""
 TokenProvider: TypeAlias = Callable[[], Awaitable[tuple[str, float]]]
@@ -909,6 +916,161 @@ class ConsumerConfig(_Section):
         _check_section(f"{path}.offsets", self.offsets, OffsetsConfig)
 
 
+# ----------------------------------------------------------------------------- producer
+
+
+@dataclass
+class ProducerConfig(_Section):
+    """Producing (Java's producer settings in snake_case, durations in seconds).
+
+    Attributes:
+        acks: ``"all"`` (or -1): every in-sync replica has the batch before it is
+            acknowledged; 1: the leader has it; 0: no answer is waited for (no
+            delivery report, no retry; needs ``idempotent = False``). Java ``acks``.
+        linger: Seconds a batch that is not full waits for more records before it is
+            sent (Java ``linger.ms``, 5 ms in Kafka 4.0).
+        batch_size: Bytes of records per partition batch: a batch is sent once full
+            (Java ``batch.size``); also how long the uniform sticky partitioner stays
+            on one partition for records without a key.
+        buffer_memory: Bytes of records queued and in flight at most; ``send()`` waits
+            (up to ``max_block``) for room (Java ``buffer.memory``).
+        max_block: Seconds ``send()`` waits for room in ``buffer_memory`` before it
+            fails with BufferExhaustedError (Java ``max.block.ms``).
+        compression: ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"``
+            (Java ``compression.type``).
+        max_request_size: Bytes of one Produce request at most, and so of one record
+            (Java ``max.request.size``).
+        delivery_timeout: Seconds from ``send()`` until a record is acknowledged or
+            failed, retries included (Java ``delivery.timeout.ms``).
+        request_timeout: Seconds the client waits for one Produce answer (and the
+            broker for its replicas; Java ``request.timeout.ms``).
+        retry_backoff: Seconds before a failed batch is sent again, doubling up to
+            ``retry_backoff_max`` (Java ``retry.backoff.ms``, ``retry.backoff.max.ms``).
+        retry_backoff_max: See ``retry_backoff``.
+        idempotent: Producer id and per-partition sequence numbers, so a retried batch
+            is written once and in order (KIP-98; Java ``enable.idempotence``, on by
+            default since Kafka 3.0). Needs ``acks = "all"`` and ``max_in_flight <= 5``.
+        max_in_flight: Produce requests in flight per broker (Java
+            ``max.in.flight.requests.per.connection``); at most 5 with ``idempotent``.
+        transactional_id: Makes the producer transactional (Java
+            ``transactional.id``): unique per producer instance; needs ``idempotent``.
+        transaction_timeout: Seconds the coordinator lets a transaction stay open
+            before it aborts it (Java ``transaction.timeout.ms``).
+    """
+
+    acks: ProducerAcks = "all"
+    linger: float = 0.005
+    batch_size: int = 16384
+    buffer_memory: int = 33554432
+    max_block: float = 60.0
+    compression: ProducerCompression = "none"
+    max_request_size: int = 1048576
+    delivery_timeout: float = 120.0
+    request_timeout: float = 30.0
+    retry_backoff: float = 0.1
+    retry_backoff_max: float = 1.0
+    idempotent: bool = True
+    max_in_flight: int = 5
+    transactional_id: str | None = None
+    transaction_timeout: float = 60.0
+
+    @property
+    def required_acks(self) -> int:
+        """``acks`` as the Produce request carries it (-1 for ``"all"``)."""
+        return -1 if self.acks == "all" else int(self.acks)
+
+    def _check(self, path: str) -> None:
+        _check_choice(
+            f"{path}.acks",
+            self.acks,
+            get_args(ProducerAcks),
+            "use 'all' (durable), 1 (the leader only) or 0 (fire and forget)",
+        )
+        _check_seconds(f"{path}.linger", self.linger, "use e.g. 0.005", zero_ok=True)
+        _check_int32(
+            f"{path}.batch_size", self.batch_size, "use e.g. 16384", low=1, unit=" (bytes)"
+        )
+        _check_number(
+            f"{path}.buffer_memory",
+            self.buffer_memory,
+            "use e.g. 33554432 (32 MiB)",
+            low=1,
+            integer=True,
+            unit=" (bytes)",
+        )
+        _check_seconds(f"{path}.max_block", self.max_block, "use e.g. 60.0", zero_ok=True)
+        _check_choice(
+            f"{path}.compression",
+            self.compression,
+            get_args(ProducerCompression),
+            "pick a codec the consumers of the topic can read",
+        )
+        _check_int32(
+            f"{path}.max_request_size",
+            self.max_request_size,
+            "use e.g. 1048576 (the broker's message.max.bytes or less)",
+            low=1024,
+            unit=" (bytes)",
+        )
+        _check_int32_ms(f"{path}.request_timeout", self.request_timeout, "use e.g. 30.0")
+        _check_seconds(f"{path}.retry_backoff", self.retry_backoff, "use e.g. 0.1", zero_ok=True)
+        _check_seconds(
+            f"{path}.retry_backoff_max", self.retry_backoff_max, "use e.g. 1.0", zero_ok=True
+        )
+        _check_int32_ms(f"{path}.delivery_timeout", self.delivery_timeout, "use e.g. 120.0")
+        if self.delivery_timeout < self.linger + self.request_timeout:
+            _fail(
+                f"{path}.delivery_timeout",
+                self.delivery_timeout,
+                f"must be at least {path}.linger + {path}.request_timeout "
+                f"({self.linger + self.request_timeout:g})",
+                f"raise it, or lower {path}.request_timeout",
+            )
+        _check_type(f"{path}.idempotent", self.idempotent, bool, "use True or False")
+        _check_number(
+            f"{path}.max_in_flight", self.max_in_flight, "use e.g. 5", low=1, integer=True
+        )
+        if self.transactional_id is not None:
+            _check_type(
+                f"{path}.transactional_id",
+                self.transactional_id,
+                str,
+                "use a str unique to this producer instance, or None",
+            )
+            if not self.transactional_id:
+                _fail(
+                    f"{path}.transactional_id",
+                    self.transactional_id,
+                    "must not be empty",
+                    "use a name unique to this producer instance, or None",
+                )
+        _check_int32_ms(f"{path}.transaction_timeout", self.transaction_timeout, "use e.g. 60.0")
+        if self.idempotent:
+            if self.acks not in ("all", -1):
+                _fail(
+                    f"{path}.acks",
+                    self.acks,
+                    f"must be 'all' when {path}.idempotent is True (only writes every "
+                    "in-sync replica has can be deduplicated across a leader change)",
+                    f"set {path}.acks = 'all', or {path}.idempotent = False",
+                )
+            if self.max_in_flight > 5:
+                _fail(
+                    f"{path}.max_in_flight",
+                    self.max_in_flight,
+                    f"must be at most 5 when {path}.idempotent is True (the broker keeps "
+                    "the last 5 batches per producer to deduplicate retries)",
+                    f"use 5 or less, or set {path}.idempotent = False",
+                )
+        elif self.transactional_id is not None:
+            _fail(
+                f"{path}.idempotent",
+                self.idempotent,
+                f"must be True when {path}.transactional_id is set",
+                f"set {path}.idempotent = True, or {path}.transactional_id = None",
+            )
+
+
 # ----------------------------------------------------------------------------- root
 
 
@@ -932,6 +1094,7 @@ class Config(_Fields):
             then read from a replica in this rack when the brokers run a rack-aware
             ``replica.selector.class`` (KIP-392), and the rack-aware assignors keep
             partitions with members in their replicas' racks (KIP-881).
+        producer: Producer settings (:class:`~consumergroup.Producer`).
     """
 
     client_id: str = "consumergroup"
@@ -940,6 +1103,7 @@ class Config(_Fields):
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     client_rack: str = ""
+    producer: ProducerConfig = field(default_factory=ProducerConfig)
 
     def validate(self) -> None:
         """Check every field; raise ConfigurationError on the first invalid one."""
@@ -961,3 +1125,4 @@ class Config(_Fields):
         _check_section("net", self.net, NetConfig)
         _check_section("metadata", self.metadata, MetadataConfig)
         _check_section("consumer", self.consumer, ConsumerConfig)
+        _check_section("producer", self.producer, ProducerConfig)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 __all__ = [
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
+    "BufferExhaustedError",
     "ClosedError",
     "ClusterAuthorizationFailedError",
     "ConcurrentTransactionsError",
@@ -30,6 +31,7 @@ __all__ = [
     "DelegationTokenNotFoundError",
     "DelegationTokenOwnerMismatchError",
     "DelegationTokenRequestNotAllowedError",
+    "DeliveryTimeoutError",
     "DuplicateBrokerRegistrationError",
     "DuplicateResourceError",
     "DuplicateSequenceNumberError",
@@ -216,6 +218,27 @@ class ListenerMismatchError(ConsumerGroupError):
 
 class ClosedError(ConsumerGroupError):
     """The consumer, group, client or connection is closed."""
+
+
+class BufferExhaustedError(ConsumerGroupError):
+    """``send()`` found ``producer.buffer_memory`` full for ``producer.max_block`` seconds:
+    records are sent faster than the brokers take them (or they take none).
+
+    Retriable: the buffer drains as the brokers answer.
+    """
+
+    retriable = True
+
+
+class DeliveryTimeoutError(ConsumerGroupError):
+    """A record was neither acknowledged nor refused within ``producer.delivery_timeout``
+    (retries included), or the producer was closed before it was (Java's
+    ``TimeoutException`` for an expired batch).
+
+    The record may or may not have been written. Retriable.
+    """
+
+    retriable = True
 
 
 class ConsumerError(ConsumerGroupError):

@@ -9,8 +9,9 @@ connection feeds them the ranges the broker advertised in ApiVersions.
 Responses decode to aiokafka ``Struct`` objects: top-level fields are
 attributes, nested arrays are plain tuples in schema order.
 
-Fetch is the exception: it has its own encoder and decoder (:mod:`.fetch`, v1-v12,
-the hot path), negotiated here the same way.
+Fetch and Produce are the exceptions: each has its own encoder and decoder
+(:mod:`.fetch`, v1-v12, and :mod:`.produce`, v3-v12: the hot paths), negotiated here the
+same way.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .group_protocol import (
 from .kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .metadata import MetadataRequest
 from .offset_fetch import OffsetFetchRequest, offset_fetch_topics
+from .produce import PRODUCE_VERSIONS, ProduceFrame, ProduceRequest, decode_produce_response
 
 __all__ = [
     "API_NAMES",
@@ -64,6 +66,7 @@ __all__ = [
     "MetadataRequest",
     "OffsetCommitRequest",
     "OffsetFetchRequest",
+    "ProduceRequest",
     "Request",
     "RequestStruct",
     "Response",
@@ -85,6 +88,7 @@ VersionRanges: TypeAlias = dict[int, tuple[int, int]]
 #: The APIs this package speaks, by key (names for logs and error messages).
 #: Every key has a builder in ``_BUILDERS`` (a unit test checks it).
 API_NAMES: dict[int, str] = {
+    0: "Produce",
     1: "Fetch",
     2: "ListOffsets",
     3: "Metadata",
@@ -130,10 +134,10 @@ class ListOffsetsRequest(Request[_ListOffsetsStruct]):  # type: ignore[misc]
         return request_struct_class(-1, self._isolation_level, self._topics)
 
 
-#: A request the connection can send: an aiokafka builder or our Fetch.
-AnyRequest: TypeAlias = Request[Any] | FetchRequest
+#: A request the connection can send: an aiokafka builder or our Fetch or Produce.
+AnyRequest: TypeAlias = Request[Any] | FetchRequest | ProduceRequest
 #: A request built at its negotiated version.
-AnyRequestStruct: TypeAlias = RequestStruct | FetchFrame
+AnyRequestStruct: TypeAlias = RequestStruct | FetchFrame | ProduceFrame
 
 _BUILDERS: tuple[type[Request[Any]], ...] = (
     ListOffsetsRequest,
@@ -158,7 +162,10 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
 @functools.cache
 def codec_versions() -> VersionRanges:
     """The (min, max) codec versions aiokafka ships for every API we use (do not mutate)."""
-    out: VersionRanges = {FetchRequest.API_KEY: FETCH_VERSIONS}
+    out: VersionRanges = {
+        FetchRequest.API_KEY: FETCH_VERSIONS,
+        ProduceRequest.API_KEY: PRODUCE_VERSIONS,
+    }
     for builder in _BUILDERS:
         versions = [cls.API_VERSION for cls in builder._CLASSES]
         out[builder.API_KEY] = (min(versions), max(versions))
@@ -167,7 +174,7 @@ def codec_versions() -> VersionRanges:
 
 def encode_request(struct: AnyRequestStruct, correlation_id: int, client_id: str) -> bytes:
     """Header + body of one request, without the int32 size prefix."""
-    if isinstance(struct, FetchFrame):
+    if isinstance(struct, (FetchFrame, ProduceFrame)):
         return struct.frame(correlation_id, client_id)
     header = struct.build_request_header(correlation_id, client_id)
     data: bytes = header.encode() + struct.encode()
@@ -182,6 +189,8 @@ def decode_response(struct: AnyRequestStruct, payload: bytes | bytearray) -> Any
     """
     if isinstance(struct, FetchFrame):
         return decode_fetch_response(struct.API_VERSION, payload)
+    if isinstance(struct, ProduceFrame):
+        return decode_produce_response(struct.API_VERSION, payload)
     buf = BytesIO(payload)
     struct.parse_response_header(buf)
     return struct.RESPONSE_TYPE.decode(buf)
@@ -190,10 +199,10 @@ def decode_response(struct: AnyRequestStruct, payload: bytes | bytearray) -> Any
 def prepare(request: AnyRequest, broker: VersionRanges, address: str) -> AnyRequestStruct:
     """Build ``request`` at the highest version both our codecs and the broker support."""
     try:
-        if isinstance(request, FetchRequest):
+        if isinstance(request, (FetchRequest, ProduceRequest)):
             version = common_version(codec_versions()[request.API_KEY], broker.get(request.API_KEY))
             if version is None:
-                raise IncompatibleBrokerVersion("no common Fetch version")
+                raise IncompatibleBrokerVersion(f"no common {API_NAMES[request.API_KEY]} version")
             return request.build(version)
         return request.prepare(broker)
     except (IncompatibleBrokerVersion, NotImplementedError) as exc:
@@ -326,3 +335,11 @@ __all__ += [
     "ShareGroupDescribeRequest",
     "ShareGroupHeartbeatRequest",
 ]
+
+# ------------------------------------------------------- producer APIs (producer/ package)
+
+from .txn import InitProducerIdRequest  # noqa: E402
+
+API_NAMES.update({22: "InitProducerId"})
+_BUILDERS += (InitProducerIdRequest,)
+__all__ += ["InitProducerIdRequest"]

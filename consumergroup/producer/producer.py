@@ -1,0 +1,285 @@
+"""Producer: the public face of the producer package.
+
+``send()`` checks the record, picks its partition, waits for room in
+``buffer_memory`` if it must, and appends it to the partition's open batch in the
+accumulator; it returns the record's future at once. The sender task (one per
+producer) does the rest. Layers, each with one job: partitioner (where a record goes),
+accumulator (batches and memory), sender (requests and answers), identity (producer
+id and epoch), and this class (checks, topics, lifecycle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .._lifecycle import AsyncResource, cancel_and_wait
+from ..client import Client
+from ..config import Config
+from ..errors import (
+    ClosedError,
+    ConfigurationError,
+    DeliveryTimeoutError,
+    MessageTooLargeError,
+)
+from ..message import RecordHeader
+from .accumulator import Accumulator, PartitionQueue
+from .batch import BATCH_OVERHEAD, ProducerBatch
+from .idempotence import ProducerIdentity
+from .metadata import RecordMetadata
+from .partitioner import StickyPartitioner, murmur2
+from .sender import Sender
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer"]
+
+# How long (ms) a topic's partition count is trusted before the client's metadata cache
+# (refreshed in the background) is read again: a topic that grows gets used in full.
+_TOPIC_RECHECK_MS = 10_000
+_NO_HEADERS: tuple[RecordHeader, ...] = ()
+
+
+class _Topic:
+    """What ``send()`` keeps per topic: its partition count (and until when it is
+    trusted), its sticky partitioner, its partitions' queues by partition."""
+
+    __slots__ = ("count", "queues", "recheck_ms", "sticky")
+
+    def __init__(self, count: int, batch_size: int) -> None:
+        self.count = count
+        self.recheck_ms = 0
+        self.sticky = StickyPartitioner(batch_size)
+        self.queues: list[PartitionQueue | None] = []
+
+    def queue(self, acc: Accumulator, topic: str, partition: int) -> PartitionQueue:
+        """The partition's queue (created in the accumulator on first use)."""
+        if partition >= len(self.queues):
+            self.queues += [None] * (partition + 1 - len(self.queues))
+        q = self.queues[partition] = acc.queue_for(topic, partition)
+        return q
+
+
+def _as_bytes(value: object, what: str) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    hint = " (encode it first, e.g. .encode())" if isinstance(value, str) else ""
+    raise ConfigurationError(
+        f"the record's {what} must be bytes or None, not {type(value).__name__}{hint}"
+    )
+
+
+def _check_headers(headers: Sequence[RecordHeader]) -> Sequence[RecordHeader]:
+    for header in headers:
+        if (
+            not isinstance(header, tuple)
+            or len(header) != 2
+            or not isinstance(header[0], str)
+            or not (header[1] is None or isinstance(header[1], bytes))
+        ):
+            raise ConfigurationError(
+                f"header {header!r} is not a (str, bytes | None) pair: pass headers as "
+                "[('name', b'value'), ...]"
+            )
+    return headers
+
+
+class Producer(AsyncResource):
+    """An idempotent, batching, compressing Kafka producer on this package's client.
+
+    ``async with cg.Producer(addrs, config) as producer:`` then ``await
+    producer.send(topic, value)`` (a future of the record's
+    :class:`~consumergroup.RecordMetadata`) or ``await producer.send_and_wait(...)``.
+    Settings are ``config.producer``. Every method must run on the event loop that
+    started the producer.
+    """
+
+    def __init__(self, addrs: Sequence[str] | str, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.config.validate()
+        pc = self.config.producer
+        self._client = Client(addrs, self.config)
+        self._acc = Accumulator(pc.batch_size, pc.buffer_memory, pc.linger)
+        self._identity = ProducerIdentity(self._client, int(pc.transaction_timeout * 1000))
+        self._sender = Sender(self._client, pc, self._acc, self._identity)
+        self._task: asyncio.Task[None] | None = None
+        self._topics: dict[str, _Topic] = {}
+        # A record this large (with a batch's header) cannot go in one request.
+        self._max_record = pc.max_request_size - BATCH_OVERHEAD
+        self._loop: asyncio.AbstractEventLoop  # the loop start() ran on
+        # True from start() until close(): send() takes records.
+        self._open = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect, obtain a producer id (idempotence) and start the sender."""
+        if self._closed:
+            raise ClosedError("the producer is closed: make a new one")
+        if self._open:
+            return
+        self._loop = asyncio.get_running_loop()
+        await self._client.start()
+        try:
+            if self.config.producer.idempotent:
+                await self._identity.init()
+        except BaseException:
+            await self._client.close()
+            raise
+        self._task = asyncio.create_task(self._sender.run(), name="producer-sender")
+        self._open = True
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[RecordHeader] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; return its future (its :class:`RecordMetadata` once the
+        broker acknowledged it, or the error that ended its delivery).
+
+        Waits only for the topic's metadata (the first record to a topic) and for room
+        in ``producer.buffer_memory`` (up to ``producer.max_block``; then
+        BufferExhaustedError). ``partition`` wins; else a key picks the partition Java's
+        partitioner picks; else the uniform sticky partitioner. Bad input raises here
+        (ConfigurationError, MessageTooLargeError, UnknownTopicOrPartitionError) and
+        queues nothing.
+        """
+        if self._sender.error is not None or not self._open:
+            raise self._not_open()
+        if type(value) is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        if type(key) is not bytes and key is not None:
+            key = _as_bytes(key, "key")
+        size = 21 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            headers = _check_headers(headers)
+            for hkey, hvalue in headers:
+                size += 10 + 3 * len(hkey) + (len(hvalue) if hvalue is not None else 0)
+        else:
+            headers = _NO_HEADERS
+        if size > self._max_record:
+            raise MessageTooLargeError(
+                f"a record of about {size} bytes does not fit producer.max_request_size="
+                f"{self.config.producer.max_request_size} (nor, likely, the broker's "
+                "message.max.bytes): send smaller records or raise both"
+            )
+        now_ms = int(time.time() * 1000)
+        info = self._topics.get(topic)
+        if info is None or now_ms > info.recheck_ms:
+            info = await self._topic(topic)
+        if partition is None:
+            if key is not None:
+                partition = (murmur2(key) & 0x7FFFFFFF) % info.count
+            else:
+                partition = info.sticky.next(size)
+                if partition < 0:
+                    available = self._available(topic, info.count)
+                    partition = info.sticky.switch(available, info.count, size)
+        elif type(partition) is not int or not 0 <= partition < info.count:
+            raise ConfigurationError(
+                f"topic {topic!r} has no partition {partition!r}: it has {info.count} "
+                f"(0..{info.count - 1})"
+            )
+        acc = self._acc
+        if acc.used + size <= acc.buffer_memory:
+            acc.used += size
+        else:
+            await acc.reserve(size, self.config.producer.max_block)
+            if not self._open:
+                acc.release(size)
+                raise ClosedError("the producer was closed while send() waited for room")
+        q = info.queues[partition] if partition < len(info.queues) else None
+        if q is None:
+            q = info.queue(acc, topic, partition)
+        queue = q.queue
+        batch = queue[-1] if queue else None
+        if batch is None or batch.attempts or batch.size + size > acc.batch_size:
+            if batch is not None and not batch.attempts:
+                acc.ready.set()  # the batch before is closed: ready to go
+            batch = ProducerBatch(topic, partition, self._loop)
+            queue.append(batch)
+            if acc.linger == 0:
+                acc.ready.set()
+        batch.records.append(
+            (now_ms if timestamp_ms is None else timestamp_ms, key, value, headers)
+        )
+        fut: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        batch.futures.append(fut)
+        batch.size += size
+        if batch.size >= acc.batch_size:
+            acc.ready.set()
+        return fut
+
+    async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
+        """:meth:`send` and wait for the record's acknowledgement."""
+        return await (await self.send(topic, value, **kwargs))
+
+    async def flush(self) -> None:
+        """Send every queued record at once (``linger`` aside) and wait until each was
+        acknowledged or failed (their futures say which)."""
+        waiting = [batch.done for batch in self._acc.pending()]
+        if not waiting:
+            return
+        self._acc.flushing += 1
+        self._acc.ready.set()
+        try:
+            await asyncio.wait(waiting)
+        finally:
+            self._acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is queued and stop; ``timeout`` bounds the wait (None: until every
+        record is acknowledged or its ``delivery_timeout`` passed). Records still
+        unanswered then fail with DeliveryTimeoutError. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._open = False
+        self._acc.closed = True
+        self._acc.wake_waiters()
+        try:
+            if self._task is not None:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self.flush()
+                except TimeoutError:
+                    log.warning("producer closed after %ss with records unanswered", timeout)
+                await self._sender.stop()
+                await cancel_and_wait(self._task)
+        finally:
+            self._sender.fail_all(
+                DeliveryTimeoutError(
+                    "the producer was closed before this record was acknowledged: close() "
+                    "with a longer timeout, or flush() first"
+                )
+            )
+            await self._client.close()
+
+    def _not_open(self) -> ClosedError:
+        if self._closed:
+            return ClosedError("the producer is closed")
+        if self._sender.error is not None:
+            return ClosedError(f"the producer's sender failed: {self._sender.error!r}")
+        return ClosedError("start the producer first (async with cg.Producer(...) as producer)")
+
+    async def _topic(self, topic: str) -> _Topic:
+        """The topic's partition count (metadata fetched when not cached)."""
+        count = len(await self._client.partitions(topic))
+        info = self._topics.get(topic)
+        if info is None:
+            info = self._topics[topic] = _Topic(count, self._acc.batch_size)
+        info.count, info.recheck_ms = count, int(time.time() * 1000) + _TOPIC_RECHECK_MS
+        return info
+
+    def _available(self, topic: str, count: int) -> list[int]:
+        leader_id = self._client.leader_id
+        return [p for p in range(count) if leader_id(topic, p) >= 0]
