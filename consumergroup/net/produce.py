@@ -196,7 +196,8 @@ class _Reader:
     def skip_tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
-            self.pos += self.uvarint()
+            size = self.uvarint()  # read before pos: ``pos += uvarint()`` reads pos first
+            self.pos += size
         if self.pos > len(self.view):
             raise ValueError("tagged fields run past the end of the frame")
 

@@ -1,0 +1,167 @@
+"""The producer's parts that need no broker: partitioner, Produce codec, batch encoding,
+configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import Counter
+
+import pytest
+from aiokafka.protocol.produce import ProduceRequest as AioProduceRequest
+from aiokafka.protocol.produce import ProduceResponse_v5, ProduceResponse_v8
+from aiokafka.record.default_records import DefaultRecordBatch
+
+import consumergroup as cg
+from consumergroup.errors import CorruptMessageError
+from consumergroup.net.produce import ProduceRequest, decode_produce_response
+from consumergroup.net.protocol import encode_request, prepare
+from consumergroup.producer.batch import CODECS, ProducerBatch
+from consumergroup.producer.partitioner import StickyPartitioner, murmur2, murmur2_partition
+
+
+def test_murmur2_matches_javas_own_test_vectors() -> None:
+    # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (kafka-clients' test sources).
+    cases = {
+        b"21": -973932308,
+        b"foobar": -790332482,
+        b"a-little-bit-long-string": -985981536,
+        b"a-little-bit-longer-string": -1486304829,
+        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+        b"abc": 479470107,
+    }
+    for key, expected in cases.items():
+        assert murmur2(key) == expected, key
+
+
+def test_key_partition_is_javas_and_stable() -> None:
+    # BuiltInPartitioner.partitionForKey: toPositive(murmur2(key)) % partitions.
+    for key in (b"key", b"21", b"foobar", b"", b"\xff" * 7):
+        expected = (murmur2(key) & 0x7FFFFFFF) % 3
+        assert murmur2_partition(key, 3) == expected == murmur2_partition(key, 3)
+    assert murmur2_partition(b"21", 2**31) == -973932308 & 0x7FFFFFFF
+
+
+def test_sticky_partitioner_stays_for_a_batch_then_moves_on() -> None:
+    sticky = StickyPartitioner(batch_size=1000)
+    assert sticky.next(100) == -1
+    first = sticky.switch([0, 1, 2, 3], 4, 100)
+    assert [sticky.next(100) for _ in range(9)] == [first] * 9
+    assert sticky.next(100) == -1  # 1,000 bytes went there
+    assert sticky.switch([0, 1, 2, 3], 4, 100) != first
+
+
+def test_sticky_partitioner_spreads_evenly_over_partitions_with_a_leader() -> None:
+    sticky = StickyPartitioner(batch_size=1)
+    picks = Counter(sticky.switch([0, 2, 5], 6, 1) for _ in range(6000))
+    assert set(picks) == {0, 2, 5}  # never a leaderless partition
+    assert min(picks.values()) > 1700
+    assert sticky.switch([], 2, 1) in (0, 1)  # none has a leader: any of them
+
+
+@pytest.mark.parametrize("version", [3, 5, 7])
+def test_produce_request_encodes_as_aiokafkas(version: int) -> None:
+    topics = [("t", [(0, b"batch-0"), (3, b"batch-3")]), ("u", [(1, b"x")])]
+    ours = prepare(ProduceRequest("txn", -1, 30000, topics), {0: (0, version)}, "b:1")
+    theirs = AioProduceRequest("txn", -1, 30000, topics).prepare({0: (0, version)})
+    assert encode_request(ours, 7, "cid") == encode_request(theirs, 7, "cid")
+
+
+def test_produce_request_below_kip890_stays_below_v12() -> None:
+    request = ProduceRequest(None, 1, 1000, [("t", [(0, b"b")])], max_version=11)
+    assert prepare(request, {0: (3, 12)}, "b:1").API_VERSION == 11
+
+
+def _flexible_response() -> bytes:
+    # Produce v10: header tags, one topic with one partition carrying a record error and
+    # a current_leader tagged field, throttle, top-level tags.
+    out = struct.pack(">i", 9) + b"\x00"
+    out += b"\x02" + b"\x02t" + b"\x02" + struct.pack(">ihqqq", 4, 87, -1, -1, 0)
+    out += b"\x02" + struct.pack(">i", 2) + b"\x04bad" + b"\x00"  # record_errors
+    out += b"\x05oops"  # error_message
+    out += b"\x01" + b"\x00" + b"\x08" + struct.pack(">ii", 1, 5)  # tag 0: current_leader
+    out += b"\x00"  # topic tags
+    out += struct.pack(">i", 0) + b"\x00"
+    return out
+
+
+def test_produce_response_decodes_flexible_versions() -> None:
+    topics, throttle = decode_produce_response(10, _flexible_response())
+    assert throttle == 0
+    assert topics == {"t": [(4, 87, -1, -1, 0, "oops; record 2: bad")]}
+
+
+@pytest.mark.parametrize("response", [ProduceResponse_v5, ProduceResponse_v8])
+def test_produce_response_decodes_as_aiokafkas(response: type) -> None:
+    if response is ProduceResponse_v8:
+        body = response([("t", [(1, 0, 42, -1, 0, [], None), (2, 6, -1, -1, -1, [], "moved")])], 3)
+        expected = [(1, 0, 42, -1, 0, None), (2, 6, -1, -1, -1, "moved")]
+    else:
+        body = response([("t", [(1, 0, 42, -1, 0), (2, 6, -1, -1, -1)])], 3)
+        expected = [(1, 0, 42, -1, 0, None), (2, 6, -1, -1, -1, None)]
+    frame = struct.pack(">i", 1) + body.encode()
+    assert decode_produce_response(response.API_VERSION, frame) == ({"t": expected}, 3)
+
+
+def test_produce_response_short_frame_is_corrupt() -> None:
+    with pytest.raises(CorruptMessageError, match="malformed Produce v10"):
+        decode_produce_response(10, _flexible_response()[:-9])
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+async def test_batch_encodes_and_a_new_epoch_rewrites_the_header(codec: str) -> None:
+    batch = ProducerBatch("t", 0, asyncio.get_running_loop())
+    batch.records += [(1000 + i, b"k%d" % i, b"v%d" % i * 20, [("h", b"x")]) for i in range(50)]
+    first = bytes(batch.encode(CODECS[codec], 7, 0, 100, False))
+    again = batch.encode(CODECS[codec], 7, 1, 0, False)
+    for data, (epoch, sequence) in ((first, (0, 100)), (bytes(again), (1, 0))):
+        read = DefaultRecordBatch(data)
+        assert read.validate_crc()
+        assert (read.producer_id, read.producer_epoch, read.base_sequence) == (7, epoch, sequence)
+        records = list(read)
+        assert [(r.key, r.value, r.timestamp) for r in records] == [
+            (b"k%d" % i, b"v%d" % i * 20, 1000 + i) for i in range(50)
+        ]
+        assert records[0].headers == [("h", b"x")]
+
+
+def _config(**settings: object) -> cg.Config:
+    config = cg.Config()
+    for name, value in settings.items():
+        setattr(config.producer, name, value)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"acks": 0}, r"producer.acks=0 must be 'all' when producer.idempotent"),
+        ({"acks": 2}, r"producer.acks=2 must be one of"),
+        ({"max_in_flight": 6}, r"at most 5 when producer.idempotent"),
+        ({"compression": "brotli"}, r"producer.compression='brotli' must be one of"),
+        (
+            {"transactional_id": "t", "idempotent": False, "acks": 1},
+            r"idempotent=False must be True",
+        ),
+        ({"transactional_id": ""}, r"must not be empty"),
+        ({"delivery_timeout": 10.0}, r"delivery_timeout=10.0 must be at least"),
+        ({"buffer_memory": 0}, r"buffer_memory=0 must be an integer >= 1"),
+        ({"linger": -1.0}, r"linger=-1.0"),
+    ],
+)
+def test_producer_config_is_checked(settings: dict[str, object], match: str) -> None:
+    with pytest.raises(cg.ConfigurationError, match=match):
+        _config(**settings).validate()
+
+
+def test_producer_config_defaults_are_javas() -> None:
+    pc = cg.Config().producer
+    assert (pc.acks, pc.idempotent, pc.max_in_flight, pc.batch_size) == ("all", True, 5, 16384)
+    assert (pc.linger, pc.buffer_memory, pc.max_block, pc.delivery_timeout) == (
+        0.005,
+        32 * 1024 * 1024,
+        60.0,
+        120.0,
+    )
+    assert _config(acks=0, idempotent=False).producer.required_acks == 0
+    assert pc.required_acks == -1
