@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import consumergroup as cg
-from consumergroup.cli.producer import produce
 from consumergroup.testing import EmbeddedBroker
 
 
@@ -28,7 +27,7 @@ class Standalone:
 
     records: int  # values record-0, record-1, ...; also the default --max-messages
     keyed: bool = False  # keys key-0, key-1, ... alongside the values
-    per_request: int | None = None  # records per produce call (None: all in one)
+    per_request: int | None = None  # records per flush, so per batch (None: all at once)
     value: Callable[[int], bytes] | None = None  # record i's value, instead of record-i
 
 
@@ -67,14 +66,14 @@ async def broker_for(
         await broker.create_topic(topic, partitions=3)
         n = standalone.records
         make = standalone.value or (lambda i: f"record-{i}".encode())
-        values = [make(i) for i in range(n)]
-        keys = [f"key-{i}".encode() for i in range(n)] if standalone.keyed else None
         step = standalone.per_request or n
-        for start in range(0, n, step):
-            chunk = slice(start, start + step)
-            await produce(
-                broker.bootstrap, topic, values[chunk], keys=keys[chunk] if keys else None
-            )
+        async with cg.Producer([broker.bootstrap]) as producer:
+            for i in range(n):
+                key = f"key-{i}".encode() if standalone.keyed else None
+                # Round robin, so every partition has records whatever the keys.
+                await producer.send(topic, make(i), key=key, partition=i % 3)
+                if (i + 1) % step == 0:
+                    await producer.flush()
         print(f"embedded broker at {broker.bootstrap}: produced {n} records", flush=True)
         yield broker.bootstrap
 

@@ -32,7 +32,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import consumergroup as cg
-from consumergroup.cli.producer import produce_batch
 from consumergroup.client import Client
 from consumergroup.errors import UnknownTopicOrPartitionError
 from consumergroup.testing import EmbeddedBroker
@@ -58,13 +57,10 @@ def clicks(count: int) -> list[bytes]:
 
 async def fill(bootstrap: str, topic: str, events: int) -> None:
     """Write the click events round robin over the topic's partitions, in time order."""
-    async with Client([bootstrap]) as client:
-        partitions = await client.partitions(topic)
-        values = clicks(events)
-        for first in range(0, events, 500):
-            chunk = values[first : first + 500]
-            for p in partitions:
-                await produce_batch(client, topic, p, chunk[p :: len(partitions)])
+    async with cg.Producer([bootstrap]) as producer:
+        partitions = await producer.partitions(topic)
+        for i, value in enumerate(clicks(events)):
+            await producer.send(topic, value, partition=partitions[i % len(partitions)])
 
 
 async def missing_topic(bootstrap: str, topic: str) -> str | None:

@@ -11,8 +11,31 @@ from typing import Self
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def build_batch(
+    records: Sequence[Record],
+    timestamp_ms: int,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+    compression_type: int = 0,
+) -> bytes:
+    """``records`` as one v2 record batch (offset deltas 0..n-1), each with ``headers``,
+    for scripted brokers; ``compression_type`` is the batch attribute's codec (0: none)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression_type,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for delta, (key, value) in enumerate(records):
+        builder.append(delta, timestamp=timestamp_ms, key=key, value=value, headers=list(headers))
+    return bytes(builder.build())
 
 
 async def produce(

@@ -22,6 +22,7 @@ from ..group import (
     ConsumerGroupHandler,
     ConsumerGroupSession,
 )
+from ..producer import Producer
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -33,7 +34,6 @@ from ._common import (
     signals,
     status,
 )
-from .producer import produce_batch
 
 
 @click.command()
@@ -299,8 +299,9 @@ class _Demo:
 
     # ----------------------------------------------------------------- parts
 
-    async def _produce(self, client: Client, stop: asyncio.Event) -> None:
-        """A steady stream: every 0.1 s, one batch per partition, ``rate``/10 records in all."""
+    async def _produce(self, producer: Producer, stop: asyncio.Event) -> None:
+        """A steady stream: every 0.1 s, ``rate``/10 records spread round robin over the
+        partitions, acknowledged before the next tick's."""
         loop = asyncio.get_running_loop()
         tick = 0.1
         seq = 0
@@ -311,22 +312,22 @@ class _Demo:
             want = self.opts.rate * tick + carry
             n = int(want)
             carry = want - n
-            plan: dict[int, list[bytes]] = {}
-            for i in range(seq, seq + n):
-                plan.setdefault(i % parts, []).append(b"demo message %08d" % i)
+            futures = [
+                await producer.send(self.topic, b"demo message %08d" % i, partition=i % parts)
+                for i in range(seq, seq + n)
+            ]
             seq += n
-            sends = list(plan.items())
-            results = await asyncio.gather(
-                *(produce_batch(client, self.topic, p, values) for p, values in sends),
-                return_exceptions=True,
-            )
-            for (p, values), res in zip(sends, results, strict=True):
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            acked: dict[int, list[int]] = {}
+            for res in results:
                 if isinstance(res, BaseException):
-                    self.stats.produce_errors += len(values)
-                    if self.stats.produce_errors == len(values):  # report the first only
-                        self.stats.event(f"produce to partition {p} failed: {res}")
+                    self.stats.produce_errors += 1
+                    if self.stats.produce_errors == 1:  # report the first only
+                        self.stats.event(f"produce failed: {res}")
                 else:
-                    self.stats.ack(p, res, len(values))
+                    acked.setdefault(res.partition, []).append(res.offset)
+            for p, offsets in acked.items():  # one producer: each tick's are contiguous
+                self.stats.ack(p, min(offsets), len(offsets))
             next_t += tick
             delay = next_t - loop.time()
             if delay < -1.0:  # far behind (slow broker): do not burst to catch up
@@ -408,13 +409,18 @@ class _Demo:
         stop = stopper.event
         async with Client([bootstrap]) as client:
             await client.create_topic(self.topic, opts.partitions)
+        config = Config(client_id="consumergroup-demo-producer")
+        config.producer.linger = 0.01
+        async with Producer([bootstrap], config) as producer:
             stats.event(
                 f"broker {bootstrap} up; topic {self.topic} with {opts.partitions} partitions; "
                 f"{opts.members} members joining group {self.group_id}"
             )
             self.members = [self._start_member(bootstrap, i + 1) for i in range(opts.members)]
             producing = asyncio.Event()
-            producer = asyncio.create_task(self._produce(client, producing), name="demo-producer")
+            producing_task = asyncio.create_task(
+                self._produce(producer, producing), name="demo-producer"
+            )
             view = asyncio.create_task(self._view(), name="demo-view")
             start = loop.time()
             deadline = start + opts.duration
@@ -430,7 +436,7 @@ class _Demo:
                         await self._until(stop.is_set, stop, min(hard_deadline, self._after + 2))
                 finally:
                     producing.set()
-                    await producer
+                    await producing_task
                 if not stop.is_set():
                     stats.event("producer stopped; members drain what is left")
                     drained = await self._until(lambda: stats.lag() == 0, stop, loop.time() + 20)

@@ -19,40 +19,23 @@ from typing import BinaryIO
 import click
 
 from .._lifecycle import cancel_and_wait
-from ..client import Client
 from ..errors import UnknownTopicOrPartitionError
+from ..message import RecordHeader
+from ..producer import Producer
 from ._cluster import ClusterOptions, cluster_options
 from ._common import EXIT_OK, CliError, Stopper, run_command, signals, status
-from .producer import Header, murmur2_partition, produce_batch
 
-#: Most lines sent in one round of Produce requests (one request per partition).
+#: Most lines sent at once; they are counted when all were acknowledged.
 _CHUNK = 1000
 #: Bytes taken from a pipe or terminal per read: whatever complete lines they hold go out.
 _READ_SIZE = 1 << 16
 
 
-def _parse_header(text: str) -> Header:
+def _parse_header(text: str) -> RecordHeader:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise click.BadParameter(f"{text!r} is not KEY=VALUE", param_hint="--header")
     return key, value.encode()
-
-
-class _Router:
-    """Keyed records go where Kafka's default partitioner puts them; the rest round robin."""
-
-    def __init__(self, partitions: list[int], fixed: int | None) -> None:
-        self._partitions = partitions
-        self._fixed = fixed
-        self._next = itertools.cycle(partitions)
-
-    def partition(self, key: bytes | None) -> int:
-        """Where the record with ``key`` goes."""
-        if self._fixed is not None:
-            return self._fixed
-        if key is not None:
-            return self._partitions[murmur2_partition(key, len(self._partitions))]
-        return next(self._next)
 
 
 def _split(line: bytes, separator: bytes | None) -> tuple[bytes | None, bytes]:
@@ -130,18 +113,22 @@ def produce(
     """Write each line of stdin (or --file) to TOPIC as one record.
 
     Keyed records go to the partition Kafka's default partitioner picks
-    (murmur2 of the key); records without a key are spread round robin.
-    Empty lines are records with an empty value. Ctrl-C or SIGTERM stops
-    between two requests (exit 0); what was acknowledged is reported.
+    (murmur2 of the key); records without a key are spread by the uniform
+    sticky partitioner, as Kafka's own producer does. The producer is
+    idempotent: a retried batch is written once. Empty lines are records with
+    an empty value. Ctrl-C or SIGTERM stops between two chunks of lines (exit
+    0); what was acknowledged is reported.
     """
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
     parsed = [_parse_header(h) for h in headers]
 
     async def run() -> int:
-        async with cluster.admin() as admin:
+        config = cluster.config()
+        config.producer.linger = 0.01
+        async with Producer(cluster.addrs, config) as producer:
             try:
-                partitions = await admin.partitions(topic)
+                partitions = await producer.partitions(topic)
             except UnknownTopicOrPartitionError:
                 raise CliError(
                     f"topic {topic!r} does not exist: create it first or check --topic"
@@ -150,11 +137,10 @@ def produce(
                 raise CliError(
                     f"topic {topic!r} has no partition {partition} (0..{len(partitions) - 1})"
                 )
-            router = _Router(partitions, partition)
             separator = None if key_separator is None else key_separator.encode()
             with _opened(path) as source:
                 sent, why = await _send_until_stopped(
-                    _Sender(admin.client, topic, separator, parsed, router), source
+                    _Sender(producer, topic, separator, parsed, partition), source
                 )
         status(f"produced {sent} records to {topic}{why}")
         return EXIT_OK
@@ -176,37 +162,36 @@ def _opened(path: str) -> Iterator[BinaryIO]:
 
 
 class _Sender:
-    """Routes lines to partitions and sends one Produce request per partition per chunk."""
+    """Sends lines as records through the producer; counts them once acknowledged."""
 
     def __init__(
         self,
-        client: Client,
+        producer: Producer,
         topic: str,
         separator: bytes | None,
-        headers: Sequence[Header],
-        router: _Router,
+        headers: Sequence[RecordHeader],
+        partition: int | None,
     ) -> None:
-        self._client = client
+        self._producer = producer
         self._topic = topic
         self._separator = separator
         self._headers = headers
-        self._router = router
+        self._partition = partition
         self.sent = 0
 
     async def send(self, lines: list[bytes]) -> None:
-        """Write ``lines`` as records; count them once every request is acknowledged."""
-        plan: dict[int, tuple[list[bytes | None], list[bytes | None]]] = {}
+        """Write ``lines`` as records; count them once every one is acknowledged."""
+        futures = []
         for line in lines:
             key, value = _split(line, self._separator)
-            keys, values = plan.setdefault(self._router.partition(key), ([], []))
-            keys.append(key)
-            values.append(value)
-        await asyncio.gather(
-            *(
-                produce_batch(self._client, self._topic, p, vals, ks, self._headers)
-                for p, (ks, vals) in plan.items()
+            futures.append(
+                await self._producer.send(
+                    self._topic, value, key=key, partition=self._partition, headers=self._headers
+                )
             )
-        )
+        await self._producer.flush()
+        for fut in futures:
+            fut.result()  # raises the first delivery error
         self.sent += len(lines)
 
 

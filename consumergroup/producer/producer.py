@@ -223,6 +223,15 @@ class Producer(AsyncResource):
         """:meth:`send` and wait for the record's acknowledgement."""
         return await (await self.send(topic, value, **kwargs))
 
+    async def partitions(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` from fresh metadata (Java's ``partitionsFor``);
+        UnknownTopicOrPartitionError when it does not exist."""
+        if not self._open:
+            raise self._not_open()
+        parts = await self._client.partitions(topic, refresh=True)
+        await self._topic(topic)
+        return parts
+
     async def flush(self) -> None:
         """Send every queued record at once (``linger`` aside) and wait until each was
         acknowledged or failed (their futures say which)."""

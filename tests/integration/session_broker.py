@@ -22,9 +22,9 @@ from typing import Any
 from aiokafka.protocol import fetch as wire
 from aiokafka.protocol.metadata import MetadataResponse_v1
 
-from consumergroup.cli.producer import build_batch
 from consumergroup.consumer.fetch_session import next_epoch
 from tests import fetch_v12_wire
+from tests.helpers import build_batch
 from tests.integration.test_connection import Received, ScriptedBroker
 
 Key = tuple[str, int]

@@ -4,7 +4,7 @@ Real brokers (Kafka >= 0.10.1, Tansu) return at least one whole batch however
 small the partition fetch size, so the fetch-size growth and skip paths, and
 the partition error paths a single-node broker never produces, are driven here
 with aiokafka's real FetchResponse v11 structs and record batches built by
-``consumergroup.cli.producer.build_batch`` (aiokafka's DefaultRecordBatchBuilder).
+``tests.helpers.build_batch`` (aiokafka's DefaultRecordBatchBuilder).
 No network: ``_handle`` never touches the client.
 """
 
@@ -20,7 +20,6 @@ import pytest
 from aiokafka.protocol.fetch import FetchResponse_v11
 
 import consumergroup as cg
-from consumergroup.cli.producer import build_batch
 from consumergroup.client import Client
 from consumergroup.consumer.broker import BrokerConsumer
 from consumergroup.consumer.partition import PartitionConsumer
@@ -35,6 +34,7 @@ from consumergroup.errors import (
 )
 from consumergroup.net.fetch import decode_fetch_response
 from tests import fetch_v12_wire
+from tests.helpers import build_batch
 
 TOPIC = "t"
 TS = 1_700_000_000_000

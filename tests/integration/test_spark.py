@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from consumergroup.cli.producer import produce_batch
+import consumergroup as cg
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
 from consumergroup.integrations._spark_options import parse_options
@@ -92,12 +92,11 @@ def rows(spark: SparkSession, out: Path, *columns: str) -> list[tuple[Any, ...]]
 
 async def fill(bootstrap: str, topic: str, partition: int, count: int, tag: str = "v") -> None:
     """``count`` records ``{tag}-{partition}-{i}`` in batches of 500."""
-    async with Client([bootstrap]) as client:
-        for first in range(0, count, 500):
-            values = [
-                f"{tag}-{partition}-{i}".encode() for i in range(first, min(count, first + 500))
-            ]
-            await produce_batch(client, topic, partition, values)
+    async with cg.Producer([bootstrap]) as producer:
+        for i in range(count):
+            await producer.send(topic, f"{tag}-{partition}-{i}".encode(), partition=partition)
+            if i % 500 == 499:
+                await producer.flush()  # batches of 500 records, as before
 
 
 async def test_available_now_reads_every_record_once_headers_and_null_keys_exact(

@@ -19,7 +19,6 @@ from consumergroup.balance.protocol import MemberAssignment, MemberSubscription
 from consumergroup.cli._cluster import ClusterOptions
 from consumergroup.cli._common import CliError
 from consumergroup.cli.consume import message_json
-from consumergroup.cli.producer import murmur2_partition
 from consumergroup.message import ConsumerMessage
 from consumergroup.net.protocol import (
     API_NAMES,
@@ -29,6 +28,7 @@ from consumergroup.net.protocol import (
     codec_versions,
     prepare,
 )
+from consumergroup.producer.partitioner import murmur2_partition
 
 
 def plain(value: Any) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -165,3 +167,14 @@ def test_producer_config_defaults_are_javas() -> None:
     )
     assert _config(acks=0, idempotent=False).producer.required_acks == 0
     assert pc.required_acks == -1
+
+
+def test_import_consumergroup_does_not_load_the_producer() -> None:
+    code = (
+        "import sys, consumergroup as cg; "
+        "assert 'consumergroup.producer' not in sys.modules; "
+        "assert cg.Producer.__module__ == 'consumergroup.producer.producer'; "
+        "assert cg.RecordMetadata.__name__ == 'RecordMetadata'; "
+        "assert {'Producer', 'RecordMetadata'} <= set(dir(cg)) & set(cg.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
