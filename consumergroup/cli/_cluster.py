@@ -47,15 +47,21 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from .._lifecycle import AsyncResource
 from ..admin import ClusterAdmin
 from ..config import Config, SASLConfig
 from ..errors import ConfigurationError, ConsumerGroupError
 from . import _properties as properties
 from ._common import CliError, explain_connect_error, split_bootstrap, status
+
+if TYPE_CHECKING:
+    from ..producer import Producer
+
+_R = TypeVar("_R", bound=AsyncResource)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -418,16 +424,31 @@ class ClusterOptions:
     @contextlib.asynccontextmanager
     async def admin(self) -> AsyncIterator[ClusterAdmin]:
         """A started :class:`ClusterAdmin`; failing to reach the cluster is one clear line."""
-        admin = ClusterAdmin(self.addrs, self.config())
+        async with self._started(ClusterAdmin(self.addrs, self.config())) as admin:
+            yield admin
+
+    @contextlib.asynccontextmanager
+    async def producer(self, linger: float) -> AsyncIterator[Producer]:
+        """A started :class:`~consumergroup.Producer` (``producer.linger`` = ``linger``);
+        failing to reach the cluster is one clear line."""
+        from ..producer import Producer  # only the commands that write load it
+
+        config = self.config()
+        config.producer.linger = linger
+        async with self._started(Producer(self.addrs, config)) as producer:
+            yield producer
+
+    @contextlib.asynccontextmanager
+    async def _started(self, resource: _R) -> AsyncIterator[_R]:
         try:
-            await admin.start()
+            await resource.start()
         except ConsumerGroupError as exc:
-            await admin.close()
+            await resource.close()
             raise explain_connect_error(exc, self.bootstrap or "") or exc from None
         try:
-            yield admin
+            yield resource
         finally:
-            await admin.close()
+            await resource.close()
 
 
 _OPTION_FIELDS = {f.name for f in fields(ClusterOptions)}

@@ -14,15 +14,17 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
 from .._lifecycle import cancel_and_wait
 from ..errors import UnknownTopicOrPartitionError
 from ..message import RecordHeader
-from ..producer import Producer
 from ._cluster import ClusterOptions, cluster_options
+
+if TYPE_CHECKING:
+    from ..producer import Producer
 from ._common import EXIT_OK, CliError, Stopper, run_command, signals, status
 
 #: Most lines sent at once; they are counted when all were acknowledged.
@@ -124,9 +126,7 @@ def produce(
     parsed = [_parse_header(h) for h in headers]
 
     async def run() -> int:
-        config = cluster.config()
-        config.producer.linger = 0.01
-        async with Producer(cluster.addrs, config) as producer:
+        async with cluster.producer(linger=0.01) as producer:
             try:
                 partitions = await producer.partitions(topic)
             except UnknownTopicOrPartitionError:

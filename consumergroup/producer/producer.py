@@ -203,12 +203,11 @@ class Producer(AsyncResource):
         queue = q.queue
         batch = queue[-1] if queue else None
         if batch is None or batch.attempts or batch.size + size > acc.batch_size:
-            if batch is not None and not batch.attempts:
-                acc.ready.set()  # the batch before is closed: ready to go
+            # Wake the sender: the batch before (if any) is closed, so ready, and this
+            # one is due after linger (the sender sleeps for good while nothing is queued).
+            acc.ready.set()
             batch = ProducerBatch(topic, partition, self._loop)
             queue.append(batch)
-            if acc.linger == 0:
-                acc.ready.set()
         batch.records.append(
             (now_ms if timestamp_ms is None else timestamp_ms, key, value, headers)
         )

@@ -126,6 +126,20 @@ async def test_records_land_where_the_metadata_says(
         assert by_offset[(md.partition, md.offset)] == (None, b"loose-%d" % i)
 
 
+async def test_an_idle_producer_sends_a_lone_record_after_linger(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The sender sleeps while nothing is queued; a record to a fresh batch wakes it (it
+    slept for good before: the demo produced nothing once its members started first)."""
+    topic = await new_topic(partitions=2)
+    async with cg.Producer([bootstrap], producer_config(linger=0.05)) as producer:
+        for _ in range(5):
+            await asyncio.sleep(0)  # the sender's first round: nothing queued, it sleeps
+        for i in range(3):
+            md = await asyncio.wait_for(producer.send_and_wait(topic, b"lone", partition=i % 2), 10)
+            assert md.offset == i // 2
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 async def test_compressed_batches_read_by_aiokafka_and_librdkafka(
     bootstrap: str, new_topic: TopicFactory, codec: str
