@@ -73,6 +73,9 @@ class Accumulator:
         # > 0 while flush() or close() wait: every batch is ready at once.
         self.flushing = 0
         self.closed = False
+        # send() takes records: from the producer's start until its close, or until the
+        # sender failed.
+        self.accepting = False
 
     def queue_for(self, topic: str, partition: int) -> PartitionQueue:
         """The partition's queue, created on first use."""

@@ -124,12 +124,15 @@ class ProducerBatch:
         """Acknowledged at ``base_offset`` (-1: unknown); ``append_time_ms`` is the
         broker's timestamp for every record on a LogAppendTime topic, else -1."""
         topic, partition = self.topic, self.partition
-        records = self.records
-        for i, fut in enumerate(self.futures):
-            if not fut.done():
-                offset = base_offset + i if base_offset >= 0 else -1
-                ts = append_time_ms if append_time_ms >= 0 else records[i][0]
+        step = 1 if base_offset >= 0 else 0  # unknown offsets stay -1
+        offset = base_offset
+        for fut, record in zip(self.futures, self.records, strict=True):
+            ts = record[0] if append_time_ms < 0 else append_time_ms
+            try:  # noqa: SIM105 (a with-block per record costs more)
                 fut.set_result(RecordMetadata(topic, partition, offset, ts))
+            except asyncio.InvalidStateError:  # its owner cancelled it
+                pass
+            offset += step
         self._finish()
 
     def fail(self, error: BaseException) -> None:

@@ -53,36 +53,30 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 class StickyPartitioner:
     """The uniform sticky partitioner's state for one topic (KIP-794).
 
-    Owned by the producer's ``send()`` (the event loop): :meth:`next` keeps the current
-    partition while fewer than ``batch_size`` bytes went there, else :meth:`switch`
-    picks the next one.
+    Owned by the producer's ``send()`` (the event loop), which reads it inline (the
+    per-record path makes no call here): while ``left`` (bytes still to go to the
+    current partition) is above 0 a keyless record goes to ``current`` and counts its
+    size off ``left``; then :meth:`switch` picks the next partition.
     """
 
-    __slots__ = ("_batch_size", "_current", "_produced")
+    __slots__ = ("_batch_size", "current", "left")
 
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
-        self._current = -1
-        self._produced = 0
-
-    def next(self, size: int) -> int:
-        """The current partition, counting ``size`` bytes to it; -1 when it is time to
-        :meth:`switch`."""
-        if self._current < 0 or self._produced >= self._batch_size:
-            return -1
-        self._produced += size
-        return self._current
+        self.current = -1
+        self.left = 0
 
     def switch(self, available: list[int], count: int, size: int) -> int:
         """Move to a partition picked at random among ``available`` (those with a
-        leader; all ``count`` when none has one now), not the one just filled."""
+        leader; all ``count`` when none has one now), not the one just filled; a record
+        of ``size`` bytes goes there first."""
         choices: Sequence[int] = available or range(count)
-        current = self._current
+        current = self.current
         if len(choices) > 1 and current in choices:
             pick = choices[random.randrange(len(choices) - 1)]
             current = choices[-1] if pick == current else pick
         else:
             current = choices[random.randrange(len(choices))]
-        self._current = current
-        self._produced = size
+        self.current = current
+        self.left = self._batch_size - size
         return current

@@ -41,6 +41,8 @@ __all__ = ["Producer"]
 # (refreshed in the background) is read again: a topic that grows gets used in full.
 _TOPIC_RECHECK_MS = 10_000
 _NO_HEADERS: tuple[RecordHeader, ...] = ()
+# The loop's create_future() is a Python method around this: one frame less per record.
+_Future = asyncio.Future
 
 
 class _Topic:
@@ -49,18 +51,16 @@ class _Topic:
 
     __slots__ = ("count", "queues", "recheck_ms", "sticky")
 
-    def __init__(self, count: int, batch_size: int) -> None:
-        self.count = count
+    def __init__(self, batch_size: int) -> None:
+        self.count = 0
         self.recheck_ms = 0
         self.sticky = StickyPartitioner(batch_size)
-        self.queues: list[PartitionQueue | None] = []
+        self.queues: list[PartitionQueue] = []
 
-    def queue(self, acc: Accumulator, topic: str, partition: int) -> PartitionQueue:
-        """The partition's queue (created in the accumulator on first use)."""
-        if partition >= len(self.queues):
-            self.queues += [None] * (partition + 1 - len(self.queues))
-        q = self.queues[partition] = acc.queue_for(topic, partition)
-        return q
+    def resize(self, acc: Accumulator, topic: str, count: int) -> None:
+        """``count`` partitions now (a topic only grows): their queues, by index."""
+        self.count = count
+        self.queues += [acc.queue_for(topic, p) for p in range(len(self.queues), count)]
 
 
 def _as_bytes(value: object, what: str) -> bytes | None:
@@ -131,7 +131,7 @@ class Producer(AsyncResource):
             await self._client.close()
             raise
         self._task = asyncio.create_task(self._sender.run(), name="producer-sender")
-        self._open = True
+        self._open = self._acc.accepting = True
 
     async def send(
         self,
@@ -153,7 +153,8 @@ class Producer(AsyncResource):
         (ConfigurationError, MessageTooLargeError, UnknownTopicOrPartitionError) and
         queues nothing.
         """
-        if self._sender.error is not None or not self._open:
+        acc = self._acc
+        if not acc.accepting:
             raise self._not_open()
         if type(value) is not bytes and value is not None:
             value = _as_bytes(value, "value")
@@ -180,27 +181,26 @@ class Producer(AsyncResource):
             if key is not None:
                 partition = (murmur2(key) & 0x7FFFFFFF) % info.count
             else:
-                partition = info.sticky.next(size)
-                if partition < 0:
+                sticky = info.sticky
+                if sticky.left > 0:
+                    partition = sticky.current
+                    sticky.left -= size
+                else:
                     available = self._available(topic, info.count)
-                    partition = info.sticky.switch(available, info.count, size)
+                    partition = sticky.switch(available, info.count, size)
         elif type(partition) is not int or not 0 <= partition < info.count:
             raise ConfigurationError(
                 f"topic {topic!r} has no partition {partition!r}: it has {info.count} "
                 f"(0..{info.count - 1})"
             )
-        acc = self._acc
         if acc.used + size <= acc.buffer_memory:
             acc.used += size
         else:
             await acc.reserve(size, self.config.producer.max_block)
-            if not self._open:
+            if not acc.accepting:
                 acc.release(size)
                 raise ClosedError("the producer was closed while send() waited for room")
-        q = info.queues[partition] if partition < len(info.queues) else None
-        if q is None:
-            q = info.queue(acc, topic, partition)
-        queue = q.queue
+        queue = info.queues[partition].queue
         batch = queue[-1] if queue else None
         if batch is None or batch.attempts or batch.size + size > acc.batch_size:
             # Wake the sender: the batch before (if any) is closed, so ready, and this
@@ -211,7 +211,7 @@ class Producer(AsyncResource):
         batch.records.append(
             (now_ms if timestamp_ms is None else timestamp_ms, key, value, headers)
         )
-        fut: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
         batch.futures.append(fut)
         batch.size += size
         if batch.size >= acc.batch_size:
@@ -251,7 +251,7 @@ class Producer(AsyncResource):
         if self._closed:
             return
         self._closed = True
-        self._open = False
+        self._open = self._acc.accepting = False
         self._acc.closed = True
         self._acc.wake_waiters()
         try:
@@ -284,8 +284,9 @@ class Producer(AsyncResource):
         count = len(await self._client.partitions(topic))
         info = self._topics.get(topic)
         if info is None:
-            info = self._topics[topic] = _Topic(count, self._acc.batch_size)
-        info.count, info.recheck_ms = count, int(time.time() * 1000) + _TOPIC_RECHECK_MS
+            info = self._topics[topic] = _Topic(self._acc.batch_size)
+        info.resize(self._acc, topic, count)
+        info.recheck_ms = int(time.time() * 1000) + _TOPIC_RECHECK_MS
         return info
 
     def _available(self, topic: str, count: int) -> list[int]:

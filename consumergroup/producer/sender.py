@@ -138,6 +138,7 @@ class Sender:
         except Exception as exc:  # never leave futures waiting on a dead sender
             log.exception("the producer's sender failed")
             self.error = exc
+            acc.accepting = False
             self.fail_all(exc)
 
     async def stop(self) -> None:

@@ -140,6 +140,21 @@ async def test_an_idle_producer_sends_a_lone_record_after_linger(
             assert md.offset == i // 2
 
 
+async def test_sticky_partitioner_stays_for_a_batch_then_moves_on(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Keyless records fill one partition's batch_size, then go to another one."""
+    config = producer_config(batch_size=1000)
+    topic = await new_topic(partitions=4)
+    async with cg.Producer([bootstrap], config) as producer:
+        futures = [await producer.send(topic, b"v" * 79) for _ in range(30)]  # 100 B each
+        await producer.flush()
+    partitions = [f.result().partition for f in futures]
+    assert partitions[:10] == [partitions[0]] * 10
+    assert partitions[10:20] == [partitions[10]] * 10
+    assert partitions[10] != partitions[0]
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 async def test_compressed_batches_read_by_aiokafka_and_librdkafka(
     bootstrap: str, new_topic: TopicFactory, codec: str

@@ -44,12 +44,10 @@ def test_key_partition_is_javas_and_stable() -> None:
     assert murmur2_partition(b"21", 2**31) == -973932308 & 0x7FFFFFFF
 
 
-def test_sticky_partitioner_stays_for_a_batch_then_moves_on() -> None:
+def test_sticky_partitioner_switch_moves_on_with_a_batch_to_go() -> None:
     sticky = StickyPartitioner(batch_size=1000)
-    assert sticky.next(100) == -1
     first = sticky.switch([0, 1, 2, 3], 4, 100)
-    assert [sticky.next(100) for _ in range(9)] == [first] * 9
-    assert sticky.next(100) == -1  # 1,000 bytes went there
+    assert (sticky.current, sticky.left) == (first, 900)
     assert sticky.switch([0, 1, 2, 3], 4, 100) != first
 
 

@@ -17,6 +17,7 @@ import (
 	"log"
 	"os"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"consumergroup/tests/peers/peerio"
@@ -37,8 +38,52 @@ func generation(cl *kgo.Client) int32 {
 	return g
 }
 
+// produce writes op.Expect records of op.Size bytes (no key: franz-go's default sticky
+// partitioning) with franz-go's defaults (idempotent, acks=all) but a 5 ms linger as
+// Java's, and reports the rate and the CPU from the first record to the last
+// acknowledgement.
+func produce(op peerio.Options, o *peerio.Out) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(op.Bootstrap...),
+		kgo.ClientID(op.ClientID),
+		kgo.DefaultProduceTopic(op.Topic),
+		kgo.ProducerLinger(5*time.Millisecond),
+	)
+	if err != nil {
+		log.Fatalf("franz-peer: %v", err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm-up")}).FirstErr(); err != nil {
+		log.Fatalf("franz-peer: warm-up: %v", err)
+	}
+	value := make([]byte, op.Size)
+	var failed atomic.Int64
+	count := op.Expect
+	t0, cpu0 := peerio.Now(), peerio.CPUNow()
+	for i := int64(0); i < count; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		log.Fatalf("franz-peer: flush: %v", err)
+	}
+	t1, cpu1 := peerio.Now(), peerio.CPUNow()
+	o.Result(map[string]any{
+		"count": count, "failed": failed.Load(), "seconds": t1 - t0, "cpu": cpu1 - cpu0,
+	})
+	o.Flush()
+}
+
 func main() {
 	op := peerio.ParseOptions("franz-peer")
+	if op.Produce {
+		produce(op, peerio.NewOut())
+		return
+	}
 	var balancer kgo.GroupBalancer
 	switch op.Assignor {
 	case "range":

@@ -150,6 +150,8 @@ type Options struct {
 	Topic            string
 	Group            string
 	Throughput       bool // -mode throughput: count to Expect, report, exit
+	Produce          bool // -mode produce: write Expect records of Size bytes, report, exit
+	Size             int
 	Expect           int64
 	SessionTimeout   time.Duration
 	Heartbeat        time.Duration
@@ -166,7 +168,8 @@ func ParseOptions(name string) Options {
 	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
 	topic := flag.String("topic", "", "the topic to read (required)")
 	group := flag.String("group", "", "the consumer group id (required)")
-	mode := flag.String("mode", "stream", "stream (report every message) or throughput (count to -expect, report, exit)")
+	mode := flag.String("mode", "stream", "stream (report every message), throughput (count to -expect, report, exit) or produce (write -expect records of -size bytes, report, exit)")
+	size := flag.Int("size", 100, "produce mode: value bytes")
 	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
 	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
 	heartbeat := flag.Float64("heartbeat", 1, "seconds")
@@ -181,11 +184,11 @@ func ParseOptions(name string) Options {
 		fmt.Fprintf(os.Stderr, name+": "+format+"\n", args...)
 		os.Exit(2)
 	}
-	if *bootstrap == "" || *topic == "" || *group == "" {
-		fail("-bootstrap, -topic and -group are required")
+	if *bootstrap == "" || *topic == "" || (*group == "" && *mode != "produce") {
+		fail("-bootstrap, -topic and -group (but in produce mode) are required")
 	}
-	if *mode != "stream" && *mode != "throughput" {
-		fail("-mode must be stream or throughput, not %q", *mode)
+	if *mode != "stream" && *mode != "throughput" && *mode != "produce" {
+		fail("-mode must be stream, throughput or produce, not %q", *mode)
 	}
 	switch *assignor {
 	case "range", "roundrobin", "sticky", "cooperative-sticky":
@@ -195,7 +198,8 @@ func ParseOptions(name string) Options {
 	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	return Options{
 		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Group: *group,
-		Throughput: *mode == "throughput", Expect: *expect,
+		Throughput: *mode == "throughput", Produce: *mode == "produce", Size: *size,
+		Expect: *expect,
 		SessionTimeout: seconds(*sessionTimeout), Heartbeat: seconds(*heartbeat),
 		RebalanceTimeout: seconds(*rebalanceTimeout), Assignor: *assignor,
 		InstanceID: *instanceID, ClientID: *clientID, Records: *records,

@@ -16,15 +16,20 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.StringJoiner;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * A consumer-group member on the Java {@code KafkaConsumer}, run by the test suite and the
@@ -45,7 +50,8 @@ public final class JavaPeer {
    */
   private static final long WARMUP_DIVISOR = 10;
   private static final String USAGE =
-      "usage: JavaPeer --bootstrap H:P --topic T --group G [--mode stream|throughput]"
+      "usage: JavaPeer --bootstrap H:P --topic T --group G [--mode stream|throughput|produce]"
+          + " [--size BYTES (produce)]"
           + " [--expect N] [--session-timeout S] [--heartbeat S] [--rebalance-timeout S]"
           + " [--assignor range|roundrobin|sticky|cooperative-sticky]"
           + " [--protocol classic|consumer] [--remote-assignor uniform|range]"
@@ -179,7 +185,9 @@ public final class JavaPeer {
         usageExit(a + " needs a value");
       }
     }
-    for (String required : List.of("bootstrap", "topic", "group")) {
+    boolean producing = "produce".equals(opts.get("mode"));
+    for (String required : producing ? List.of("bootstrap", "topic")
+        : List.of("bootstrap", "topic", "group")) {
       if (!opts.containsKey(required)) {
         usageExit("--" + required + " is required");
       }
@@ -377,8 +385,48 @@ public final class JavaPeer {
     }
   }
 
+  /**
+   * Produce mode: --expect records of --size bytes without a key, with the producer's
+   * defaults (idempotent, acks=all, linger.ms=5, the built-in sticky partitioner); reports
+   * the rate and the CPU from the first send to the last acknowledgement.
+   */
+  private void produce(Map<String, String> o) throws Exception {
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, o.get("bootstrap"));
+    p.put(ProducerConfig.CLIENT_ID_CONFIG, o.getOrDefault("client-id", "java-peer"));
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    String topic = o.get("topic");
+    long count = Long.parseLong(o.getOrDefault("expect", "0"));
+    byte[] value = new byte[Integer.parseInt(o.getOrDefault("size", "100"))];
+    AtomicLong failed = new AtomicLong();
+    try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+      producer.send(new ProducerRecord<>(topic, "warm-up".getBytes(StandardCharsets.UTF_8)))
+          .get();
+      double t0 = now();
+      double cpu0 = cpuNow();
+      for (long i = 0; i < count; i++) {
+        producer.send(new ProducerRecord<>(topic, value), (md, err) -> {
+          if (err != null) {
+            failed.incrementAndGet();
+          }
+        });
+      }
+      producer.flush();
+      double t1 = now();
+      double cpu1 = cpuNow();
+      event("result", "\"count\":" + count + ",\"failed\":" + failed.get() + ",\"seconds\":"
+          + (t1 - t0) + ",\"cpu\":" + (cpu1 - cpu0) + "," + usage());
+    }
+  }
+
   /** Entry point: see {@link #USAGE}. */
-  public static void main(String[] args) throws InterruptedException {
-    new JavaPeer().run(parse(args));
+  public static void main(String[] args) throws Exception {
+    Map<String, String> o = parse(args);
+    if ("produce".equals(o.get("mode"))) {
+      new JavaPeer().produce(o);
+      return;
+    }
+    new JavaPeer().run(o);
   }
 }
