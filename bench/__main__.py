@@ -37,7 +37,7 @@ from .harness import (
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("throughput", "rebalance", "scaling", "spark", "spark_kafka")
+SECTIONS = ("throughput", "produce", "rebalance", "scaling", "spark", "spark_kafka")
 #: Eager vs cooperative for us and for librdkafka, and aiokafka (eager only).
 REBALANCE_PEERS = (
     "cg_messages",
@@ -334,6 +334,14 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
         if "throughput" in args.only:
             assert base is not None
             run["throughput"] = await harness.throughput(ps, peers, base, args.reps, args.timeout)
+        if "produce" in args.only:
+            from . import produce
+
+            writers = [p for p in produce.PEERS if kind != "tansu" or p not in KAFKA_ONLY_PEERS]
+            log(f"producing {args.n:,} x {args.size} B per peer: {', '.join(writers)}")
+            run["produce"] = await produce.run(
+                bootstrap, writers, args.partitions, args.n, args.size, args.reps
+            )
         if "rebalance" in args.only:
             run["rebalance"] = await rebalance_runs(args, kind, bootstrap, ps)
         if "scaling" in args.only:
@@ -396,6 +404,11 @@ def main(argv: list[str] | None = None) -> None:
     stamp = results["meta"]["timestamp"]
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     text = markdown(results)
+    for run in results["runs"].values():
+        if "produce" in run:
+            from . import produce
+
+            text += "\n" + produce.markdown(run["produce"], run["broker"])
     if "spark" in results:
         from . import spark_source
 
