@@ -23,6 +23,9 @@ import struct
 from collections.abc import Sequence
 
 from ..errors import CorruptMessageError, UnsupportedVersionError
+from .fetch import _count
+from .fetch import _string as _fetch_string
+from .fetch import _uvarint_bytes as _uvarint
 
 __all__ = [
     "PRODUCE_VERSIONS",
@@ -49,26 +52,10 @@ PartitionResponse = tuple[int, int, int, int, int, str | None]
 Topics = Sequence[tuple[str, Sequence[tuple[int, bytes | bytearray | memoryview]]]]
 
 
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(text: str | None, flexible: bool) -> bytes:
-    if text is None:
+    if text is None:  # a null string: length -1 (compact: 0)
         return b"\x00" if flexible else b"\xff\xff"
-    data = text.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return _fetch_string(text, flexible)
 
 
 class ProduceFrame:

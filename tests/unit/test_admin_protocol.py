@@ -28,7 +28,6 @@ from consumergroup.net.protocol import (
     codec_versions,
     prepare,
 )
-from consumergroup.producer.partitioner import murmur2_partition
 
 
 def plain(value: Any) -> Any:
@@ -102,21 +101,6 @@ def test_a_classic_members_rack_is_read_from_its_subscription() -> None:
     assert _subscription_rack("consumer", MemberSubscription(["a"], rack_id="x").encode()) is None
     assert _subscription_rack("connect", raw) is None
     assert _subscription_rack("consumer", b"\x00\x03\xff") is None
-
-
-def test_murmur2_matches_the_java_partitioner() -> None:
-    # Kafka's UtilsTest.testMurmur2 vectors (signed int32 hashes).
-    vectors = {
-        b"21": -973932308,
-        b"foobar": -790332482,
-        b"a-little-bit-long-string": -985981536,
-        b"a-little-bit-longer-string": -1486304829,
-        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-        b"abc": 479470107,
-    }
-    for key, hashed in vectors.items():
-        assert murmur2_partition(key, 2**31) == hashed & 0x7FFFFFFF
-    assert 0 <= murmur2_partition(b"order-42", 6) < 6
 
 
 def test_message_json_is_text_or_base64_and_keeps_nulls() -> None:
