@@ -151,6 +151,19 @@ class OrphanedLeaderPoke:
         self._stalled_rounds = self._stalled_rounds + 1 if key == self._stalled else 1
         self._stalled = key
         if self._stalled_rounds < ORPHANED_ROUNDS:
+            if self._stalled_rounds == 1:
+                # Said now, not only when the poke comes a round later: the member looks
+                # idle for ~ORPHANED_ROUNDS x 1.3 session timeouts meanwhile.
+                self._log.warning(
+                    "generation %d: the coordinator named leader %s but no SyncGroup "
+                    "completed: waiting for it; if the next join round (about %.0f s) "
+                    "stalls the same way, the coordinator is waiting for a leader that left "
+                    "(a member closed while the group formed; broker quirk orphaned_leader) "
+                    "and this member will unblock the group",
+                    key[0],
+                    key[1],
+                    1.3 * self._session_timeout,
+                )
             return
         self._stalled, self._stalled_rounds = None, 0
         generation, leader = key

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from consumergroup.net.quirks import (
     NO_QUIRKS,
     ORPHANED_ROUNDS,
@@ -66,6 +68,22 @@ async def test_the_poke_follows_stalled_rounds_under_one_absent_leader() -> None
     poke.round_named(3, "gone")
     await poke.after_stalled_sync("me", poker.join_as, poker.heartbeat)
     assert (poker.joined_as, poker.heartbeats) == (["gone"], 1)
+
+
+async def test_the_first_stalled_round_is_explained_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The member waited ~50 s (two rounds at the default session timeout) in silence before
+    the first word about an absent leader; the first stalled round says what it waits for."""
+    log = logging.LoggerAdapter(logging.getLogger("test.quirk"), {})
+    poke = OrphanedLeaderPoke(log, session_timeout=10.0)
+    poker = _Poker()
+    poke.round_named(3, "gone")
+    with caplog.at_level(logging.WARNING, logger="test.quirk"):
+        await poke.after_stalled_sync("me", poker.join_as, poker.heartbeat)
+    [record] = caplog.records
+    assert "named leader gone but no SyncGroup completed" in record.getMessage()
+    assert "about 13 s" in record.getMessage() and poker.joined_as == []
 
 
 async def test_no_poke_when_this_member_leads_or_the_group_forms() -> None:
