@@ -69,6 +69,7 @@ __all__ = [
     "ConsumerGroupSession",
     "ConsumerMessage",
     "CooperativeStickyAssignor",
+    "GroupMetadata",
     "GroupObserver",
     "GroupState",
     "GroupStats",
@@ -100,6 +101,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "testing": (f"{__name__}.testing", ""),
     "OIDCTokenProvider": (f"{__name__}.oauth", "OIDCTokenProvider"),
     "MSKIAMTokenProvider": (f"{__name__}.oauth", "MSKIAMTokenProvider"),
+    "GroupMetadata": (f"{__name__}.producer", "GroupMetadata"),
     "Producer": (f"{__name__}.producer", "Producer"),
     "RecordMetadata": (f"{__name__}.producer", "RecordMetadata"),
 }
@@ -108,6 +110,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from . import testing as testing
     from .oauth import MSKIAMTokenProvider as MSKIAMTokenProvider
     from .oauth import OIDCTokenProvider as OIDCTokenProvider
+    from .producer import GroupMetadata as GroupMetadata
     from .producer import Producer as Producer
     from .producer import RecordMetadata as RecordMetadata
 

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# FindCoordinator key types.
+_GROUP, _TRANSACTION = 0, 1
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
@@ -154,7 +157,7 @@ class Client(AsyncResource):
         self._internal: set[str] = set()  # __consumer_offsets and the like
         self._controller_id = -1
         # group -> coordinator; dropped by invalidate_coordinator() on NOT_COORDINATOR.
-        self._coordinators: dict[str, BrokerInfo] = {}
+        self._coordinators: dict[tuple[int, str], BrokerInfo] = {}
         # (host, port, purpose) -> live connection; a dead one is replaced on next use.
         self._conns: dict[tuple[str, int, str], BrokerConnection] = {}
         self._dial_locks: dict[tuple[str, int, str], asyncio.Lock] = {}
@@ -445,39 +448,47 @@ class Client(AsyncResource):
 
     # ----------------------------------------------------------------- coordinators
 
-    async def coordinator(self, group: str, purpose: str = "group") -> BrokerConnection:
+    async def coordinator(
+        self, group: str, purpose: str = "group", *, transaction: bool = False
+    ) -> BrokerConnection:
         """A connection to ``group``'s coordinator (cached), ``"group"``-purpose unless
-        told otherwise (offsets use their own: see :class:`~.group.offsets.OffsetManager`)."""
+        told otherwise (offsets use their own: see :class:`~.group.offsets.OffsetManager`);
+        with ``transaction``, ``group`` is a transactional id and this its transaction
+        coordinator."""
+        key_type = _TRANSACTION if transaction else _GROUP
+        what = "transactional id" if transaction else "group"
 
         async def attempt() -> BrokerConnection:
-            broker = self._coordinators.get(group)
+            broker = self._coordinators.get((key_type, group))
             if broker is None:
                 conn = await self.any()
-                resp = (await conn.send(FindCoordinatorRequest(group, 0))).to_object()
+                resp = (await conn.send(FindCoordinatorRequest(group, key_type))).to_object()
                 code = resp["error_code"]
                 if code:
                     raise error_for_code(code)(
-                        f"FindCoordinator for group {group!r}: {resp.get('error_message') or ''}"
+                        f"FindCoordinator for {what} {group!r}: {resp.get('error_message') or ''}"
                     )
                 broker = BrokerInfo(resp["coordinator_id"], resp["host"], resp["port"])
-                self._coordinators[group] = broker
+                self._coordinators[(key_type, group)] = broker
             try:
                 return await self._connect(broker.host, broker.port, purpose, broker.node_id)
             except (KafkaConnectionError, RequestTimedOutError):
-                self.invalidate_coordinator(group)
+                self.invalidate_coordinator(group, transaction=transaction)
                 raise
 
         try:
             return await self._retrying(f"coordinator of {group!r}", attempt)
         except CoordinatorNotAvailableError as exc:
+            topic = "__transaction_state" if transaction else "__consumer_offsets"
             raise CoordinatorNotAvailableError(
-                f"no coordinator for group {group!r} after {self.config.metadata.retry.max + 1} "
-                f"tries: is the broker's __consumer_offsets topic healthy? ({exc})"
+                f"no coordinator for {what} {group!r} after {self.config.metadata.retry.max + 1} "
+                f"tries: is the broker's {topic} topic healthy? ({exc})"
             ) from exc
 
-    def invalidate_coordinator(self, group: str) -> None:
-        """Forget ``group``'s coordinator (after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)."""
-        self._coordinators.pop(group, None)
+    def invalidate_coordinator(self, group: str, *, transaction: bool = False) -> None:
+        """Forget ``group``'s coordinator (after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE);
+        ``transaction``: the transaction coordinator of the transactional id ``group``."""
+        self._coordinators.pop((_TRANSACTION if transaction else _GROUP, group), None)
 
     # ---------------------------------------------------------------------- offsets
 

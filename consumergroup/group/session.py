@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from ..consumer.consumer import Consumer
     from ..consumer.partition import PartitionConsumer
     from ..message import ConsumerMessage
+    from ..producer.transactions import GroupMetadata
     from .consumer_membership import Subscription
     from .membership import Generation, Membership
     from .offsets import OffsetManager
@@ -202,6 +203,20 @@ class ConsumerGroupSession:
         for topic, partition in sorted(self.reconciler.owned):
             out.setdefault(topic, []).append(partition)
         return out
+
+    def group_metadata(self) -> GroupMetadata:
+        """This member as a transaction commits its offsets
+        (``producer.send_offsets_to_transaction(offsets, session.group_metadata())``): the
+        group, member id, generation (the member epoch on the consumer protocol) and
+        instance id, so the coordinator fences a zombie member (KIP-447)."""
+        from ..producer.transactions import GroupMetadata  # the producer loads on use
+
+        return GroupMetadata(
+            self.group_id,
+            self.generation_id,
+            self.member_id,
+            self._membership.instance_id,
+        )
 
     @property
     def rebalancing(self) -> bool:

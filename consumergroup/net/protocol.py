@@ -338,8 +338,34 @@ __all__ += [
 
 # ------------------------------------------------------- producer APIs (producer/ package)
 
-from .txn import InitProducerIdRequest  # noqa: E402
+from .txn import (  # noqa: E402
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 
-API_NAMES.update({22: "InitProducerId"})
-_BUILDERS += (InitProducerIdRequest,)
-__all__ += ["InitProducerIdRequest"]
+API_NAMES.update(
+    {
+        22: "InitProducerId",
+        24: "AddPartitionsToTxn",
+        25: "AddOffsetsToTxn",
+        26: "EndTxn",
+        28: "TxnOffsetCommit",
+    }
+)
+_BUILDERS += (
+    InitProducerIdRequest,
+    AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
+__all__ += [
+    "AddOffsetsToTxnRequest",
+    "AddPartitionsToTxnRequest",
+    "EndTxnRequest",
+    "InitProducerIdRequest",
+    "TxnOffsetCommitRequest",
+]

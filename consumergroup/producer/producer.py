@@ -11,9 +11,10 @@ id and epoch), and this class (checks, topics, lifecycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from .._lifecycle import AsyncResource, cancel_and_wait
@@ -32,6 +33,7 @@ from .idempotence import ProducerIdentity
 from .metadata import RecordMetadata
 from .partitioner import StickyPartitioner, murmur2
 from .sender import Sender
+from .transactions import GroupMetadata, TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,12 @@ class Producer(AsyncResource):
         self._client = Client(addrs, self.config)
         self._acc = Accumulator(pc.batch_size, pc.buffer_memory, pc.linger)
         self._identity = ProducerIdentity(self._client, int(pc.transaction_timeout * 1000))
-        self._sender = Sender(self._client, pc, self._acc, self._identity)
+        self._txn = (
+            None
+            if pc.transactional_id is None
+            else TransactionManager(self._client, pc, self._identity)
+        )
+        self._sender = Sender(self._client, pc, self._acc, self._identity, self._txn)
         self._task: asyncio.Task[None] | None = None
         self._topics: dict[str, _Topic] = {}
         # A record this large (with a batch's header) cannot go in one request.
@@ -125,7 +132,9 @@ class Producer(AsyncResource):
         self._loop = asyncio.get_running_loop()
         await self._client.start()
         try:
-            if self.config.producer.idempotent:
+            if self._txn is not None:
+                await self._txn.init()
+            elif self.config.producer.idempotent:
                 await self._identity.init()
         except BaseException:
             await self._client.close()
@@ -156,6 +165,9 @@ class Producer(AsyncResource):
         acc = self._acc
         if not acc.accepting:
             raise self._not_open()
+        txn = self._txn
+        if txn is not None:
+            txn.require_open("send()")
         if type(value) is not bytes and value is not None:
             value = _as_bytes(value, "value")
         if type(key) is not bytes and key is not None:
@@ -200,6 +212,8 @@ class Producer(AsyncResource):
             if not acc.accepting:
                 acc.release(size)
                 raise ClosedError("the producer was closed while send() waited for room")
+        if txn is not None and (topic, partition) not in txn.partitions:
+            txn.join(topic, partition)
         queue = info.queues[partition].queue
         batch = queue[-1] if queue else None
         if batch is None or batch.attempts or batch.size + size > acc.batch_size:
@@ -221,6 +235,60 @@ class Producer(AsyncResource):
     async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
         """:meth:`send` and wait for the record's acknowledgement."""
         return await (await self.send(topic, value, **kwargs))
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """``async with producer.transaction():`` a transaction: committed when the block
+        ends, aborted (and the error re-raised) when it raises. Needs
+        ``producer.transactional_id``."""
+        await self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            await self.abort_transaction()
+            raise
+        await self.commit_transaction()
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction: records sent until its commit or abort belong to it."""
+        self._transactions().begin()
+
+    async def commit_transaction(self) -> None:
+        """Send what is queued, then commit: the records and the offsets sent to the
+        transaction become visible to ``read_committed`` readers together. When a record
+        of the transaction failed, this raises and the transaction must be aborted."""
+        txn = self._transactions()
+        txn.require_open("commit_transaction()")
+        await self.flush()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Send what is queued, then abort: none of it is ever visible to
+        ``read_committed`` readers, nor are the offsets sent to the transaction."""
+        txn = self._transactions()
+        txn.require_open("abort_transaction()")
+        await self.flush()
+        await txn.end(commit=False)
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_metadata: GroupMetadata
+    ) -> None:
+        """Commit ``offsets`` (``{(topic, partition): next offset to read}``) for the
+        consumer group member ``group_metadata`` (``session.group_metadata()``) as part of
+        the open transaction: they commit if, and only if, the transaction does."""
+        await self._transactions().send_offsets(offsets, group_metadata)
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise ConfigurationError(
+                "transactions need producer.transactional_id: set it to a name unique to "
+                "this producer instance"
+            )
+        if not self._acc.accepting:
+            raise self._not_open()
+        return self._txn
 
     async def partitions(self, topic: str) -> list[int]:
         """The partition ids of ``topic`` from fresh metadata (Java's ``partitionsFor``);

@@ -59,6 +59,7 @@ from ..net.produce import PartitionResponse, ProduceRequest
 from .accumulator import Accumulator, PartitionQueue
 from .batch import CODECS, ProducerBatch
 from .idempotence import ProducerIdentity
+from .transactions import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,12 @@ class Sender:
         config: ProducerConfig,
         accumulator: Accumulator,
         identity: ProducerIdentity,
+        transactions: TransactionManager | None = None,
     ) -> None:
         self._client = client
+        self._txn = transactions
+        # Transactions use the classic protocol: Produce below KIP-890's v12.
+        self._txn_id = None if transactions is None else transactions.transactional_id
         self._config = config
         self._acc = accumulator
         self._identity = identity
@@ -122,6 +127,8 @@ class Sender:
                         await self._client.refresh_metadata(*topics)
                     except ConsumerGroupError as exc:
                         log.warning("producer metadata refresh for %s failed: %s", topics, exc)
+                if self._txn is not None and self._txn.pending:
+                    await self._add_partitions(self._txn)
                 now = time.monotonic()
                 if self._bump_needed and not self._requests and now >= self._next_bump:
                     await self._bump()
@@ -170,6 +177,8 @@ class Sender:
                 q.retrying = False
             if self._bump_needed:
                 continue
+            if self._txn is not None and (q.topic, q.partition) not in self._txn.partitions:
+                continue  # AddPartitionsToTxn first (the next round)
             batch = q.queue[q.in_flight]
             if not acc.is_ready(batch, q, now):
                 ready_at = batch.created + acc.linger
@@ -198,7 +207,11 @@ class Sender:
                 batch.sequence = q.next_sequence
                 q.next_sequence = (q.next_sequence + len(batch)) & _SEQUENCE_MASK
             payload = batch.encode(
-                self._compression, identity.producer_id, identity.epoch, batch.sequence, False
+                self._compression,
+                identity.producer_id,
+                identity.epoch,
+                batch.sequence,
+                self._txn is not None,
             )
             if taken and len(payload) > budget:
                 continue  # the next request takes it
@@ -207,7 +220,9 @@ class Sender:
             q.in_flight += 1
             taken.append((q, batch))
             topics.setdefault(q.topic, []).append((q.partition, payload))
-        request = ProduceRequest(None, self._acks, self._timeout_ms, list(topics.items()))
+        request = ProduceRequest(
+            self._txn_id, self._acks, self._timeout_ms, list(topics.items()), max_version=11
+        )
         self._nodes[node] = self._nodes.get(node, 0) + 1
         task = asyncio.create_task(self._request(node, request, taken), name=f"produce-{node}")
         self._requests.add(task)
@@ -256,7 +271,7 @@ class Sender:
             self._settle(q, batch, base_offset=base_offset, append_time=append_time)
             return
         error = error_for_code(code)(f"{where}: {message}" if message else where)
-        if self._idempotent and code in _EPOCH_ERRORS:
+        if self._idempotent and code in _EPOCH_ERRORS and self._txn is None:
             if batch is q.queue[0]:
                 log.warning("%s; the producer epoch is bumped and the batch sent again", error)
                 self._bump_needed = True
@@ -324,10 +339,26 @@ class Sender:
         if error is None:
             batch.complete(base_offset, append_time)
             return
-        if self._idempotent and batch.sequence >= 0 and q.queue:
+        if self._txn is not None:
+            if self._txn.error is None:
+                self._txn.error = error  # the transaction can only abort now
+        elif self._idempotent and batch.sequence >= 0 and q.queue:
             # A gap in the partition's sequence: only a new epoch lets the rest through.
             self._bump_needed = True
         batch.fail(error)
+
+    async def _add_partitions(self, txn: TransactionManager) -> None:
+        """AddPartitionsToTxn for the partitions new to the transaction; when that fails,
+        their batches fail (the transaction can then only abort)."""
+        try:
+            await txn.add_pending()
+        except ConsumerGroupError as exc:
+            log.warning("AddPartitionsToTxn failed: %s", exc)
+            failed, txn.pending = txn.pending, set()
+            for key in failed:
+                q = self._acc.partitions.get(key)
+                while q is not None and len(q.queue) > q.in_flight:
+                    self._settle(q, q.queue[q.in_flight], error=exc, in_flight=False)
 
     async def _bump(self) -> None:
         """A new epoch; every queue's sequences start again at 0 (nothing is in flight)."""

@@ -176,3 +176,32 @@ def test_import_consumergroup_does_not_load_the_producer() -> None:
         "assert {'Producer', 'RecordMetadata'} <= set(dir(cg)) & set(cg.__all__)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_transaction_requests_encode_at_every_version(version: int) -> None:
+    from consumergroup.net.txn import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+        TxnOffsetCommitRequest,
+    )
+
+    requests = [
+        AddPartitionsToTxnRequest("t", 5, 1, {"a": [0, 1]}),
+        AddOffsetsToTxnRequest("t", 5, 1, "g"),
+        EndTxnRequest("t", 5, 1, True),
+        TxnOffsetCommitRequest("t", "g", 5, 1, {("a", 0): 10, ("b", 2): 7}, 3, "m", "i"),
+    ]
+    for request in requests:
+        built = prepare(request, {request.API_KEY: (0, version)}, "b:1")
+        decoded = type(built).decode(built.encode())
+        assert version == decoded.API_VERSION
+        assert decoded.producer_id == 5
+    assert decoded.topics[0][0] == "a"
+    if version >= 3:
+        assert (decoded.generation_id, decoded.member_id, decoded.group_instance_id) == (
+            3,
+            "m",
+            "i",
+        )

@@ -1,0 +1,176 @@
+"""Transactions of our producer (KIP-98, KIP-447) on Apache Kafka, read back with
+aiokafka's consumer at ``read_committed``.
+
+Apache Kafka only: Tansu answers the transaction requests but keeps no transaction
+markers, so ``read_committed`` cannot tell a committed record from an aborted one there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
+from consumergroup.errors import (
+    ConfigurationError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.group_support import group_config, running_member, wait_for
+
+pytestmark = [
+    pytest.mark.kafka_only("Tansu keeps no transaction markers: read_committed sees all"),
+    pytest.mark.timeout(120),
+]
+
+
+def txn_config(transactional_id: str | None = None) -> cg.Config:
+    config = cg.Config(client_id=unique("txn"))
+    config.producer.transactional_id = transactional_id or unique("tid")
+    return config
+
+
+async def read_committed(bootstrap: str, topic: str, *, until: bytes) -> list[bytes]:
+    """Every value of ``topic`` a read_committed reader sees, up to the marker ``until``."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        async with asyncio.timeout(30):
+            while until not in values:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [m.value for m in msgs]
+    finally:
+        await consumer.stop()
+    return values
+
+
+async def test_committed_records_are_read_and_aborted_ones_never(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=3)
+    async with cg.Producer([bootstrap], txn_config()) as producer:
+        async with producer.transaction():
+            for i in range(30):
+                await producer.send(topic, b"kept-%d" % i, partition=i % 3)
+        with pytest.raises(RuntimeError, match="handler failed"):
+            async with producer.transaction():
+                for i in range(30):
+                    await producer.send(topic, b"aborted-%d" % i, partition=i % 3)
+                raise RuntimeError("handler failed")
+        async with producer.transaction():
+            await producer.send(topic, b"end", partition=0)
+    values = await read_committed(bootstrap, topic, until=b"end")
+    assert sorted(values) == sorted([b"kept-%d" % i for i in range(30)] + [b"end"])
+
+
+async def test_offsets_commit_with_the_transaction_only(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    group = unique("txn-group")
+    metadata = cg.GroupMetadata(group)
+    async with cg.Producer([bootstrap], txn_config()) as producer:
+        async with producer.transaction():
+            await producer.send(topic, b"out")
+            await producer.send_offsets_to_transaction({(topic, 0): 5}, metadata)
+        with pytest.raises(RuntimeError):
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction({(topic, 0): 9}, metadata)
+                raise RuntimeError("abort")
+    async with ClusterAdmin([bootstrap]) as admin:
+        committed = await admin.list_consumer_group_offsets(group)
+    assert {(tp[0], tp[1]): off for tp, off in committed.items()} == {(topic, 0): 5}
+
+
+async def test_a_second_producer_with_the_id_fences_the_first(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The zombie: a producer whose transactional id was taken over cannot commit, and
+    what it wrote in its open transaction is never visible."""
+    topic = await new_topic(partitions=1)
+    tid = unique("tid")
+    zombie = cg.Producer([bootstrap], txn_config(tid))
+    await zombie.start()
+    try:
+        await zombie.begin_transaction()
+        await zombie.send_and_wait(topic, b"zombie")
+        async with cg.Producer([bootstrap], txn_config(tid)) as successor:
+            async with successor.transaction():
+                await successor.send(topic, b"successor")
+            with pytest.raises(
+                (ProducerFencedError, InvalidProducerEpochError, InvalidTxnStateError)
+            ):
+                await zombie.commit_transaction()
+    finally:
+        await zombie.close(timeout=10)
+    assert await read_committed(bootstrap, topic, until=b"successor") == [b"successor"]
+
+
+async def test_transaction_misuse_is_a_clear_error(bootstrap: str, new_topic: TopicFactory) -> None:
+    topic = await new_topic(partitions=1)
+    async with cg.Producer([bootstrap], txn_config()) as producer:
+        with pytest.raises(InvalidTxnStateError, match="needs an open transaction"):
+            await producer.send(topic, b"outside")
+        async with producer.transaction():
+            with pytest.raises(InvalidTxnStateError, match="already open"):
+                await producer.begin_transaction()
+    async with cg.Producer([bootstrap], cg.Config()) as plain:
+        with pytest.raises(ConfigurationError, match="transactional_id"):
+            async with plain.transaction():
+                pass
+
+
+class _Copier(cg.ConsumerGroupHandler):
+    """Copies each record in a transaction with its offset (the KIP-447 path by hand)."""
+
+    def __init__(self, producer: cg.Producer, out: str) -> None:
+        self.producer, self.out = producer, out
+        self.copied = 0
+        self.metadata: list[cg.GroupMetadata] = []
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            self.metadata.append(session.group_metadata())
+            async with self.producer.transaction():
+                await self.producer.send(self.out, msg.value)
+                await self.producer.send_offsets_to_transaction(
+                    {(msg.topic, msg.partition): msg.offset + 1}, session.group_metadata()
+                )
+            self.copied += 1
+
+
+async def test_a_member_commits_its_offsets_in_its_transactions(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """session.group_metadata() names the member (id, generation): the coordinator takes
+    the transactional offset commit of the current member."""
+    source, out = await new_topic(partitions=1), await new_topic(partitions=1)
+    group = unique("copier")
+    await produce(bootstrap, source, [b"a", b"b", b"c"])
+    async with cg.Producer([bootstrap], txn_config()) as producer:
+        copier = _Copier(producer, out)
+        config = group_config(consumer__offsets__auto_commit__enable=False)
+        async with running_member(bootstrap, group, [source], copier, config):
+            await wait_for(lambda: copier.copied == 3, 60, "three records copied")
+            # Read while the member runs: its own commit at close (of what it marked,
+            # here its start) is the group's, not the transaction's.
+            async with ClusterAdmin([bootstrap]) as admin:
+                committed = await admin.list_consumer_group_offsets(group)
+    md = copier.metadata[-1]
+    assert (md.group_id, md.member_id != "", md.generation_id >= 0) == (group, True, True)
+    assert await read_committed(bootstrap, out, until=b"c") == [b"a", b"b", b"c"]
+    assert {(tp[0], tp[1]): off for tp, off in committed.items()} == {(source, 0): 3}
