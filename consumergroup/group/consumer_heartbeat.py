@@ -71,19 +71,25 @@ class ConsumerHeartbeat:
         self._target: dict[str, list[int]] | None = None  # the newest target not yet applied
         self._pending = anyio.Event()  # set: _target holds a target to apply
         self._beats = 0  # heartbeats answered (what a stale commit waits for)
-        self._beaten = anyio.Event()
+        self._beaten = anyio.Event()  # set (and replaced) per answer, and when the loop ends
+        self._stopped = False  # the heartbeat loop has ended: no new epoch will come
 
     def wake(self) -> None:
         """Send the next heartbeat now."""
         self._wake.set()
 
-    async def next_epoch(self) -> None:
+    async def next_epoch(self, *, ending: bool = False) -> bool:
         """Heartbeat now and wait for its answer (a commit refused as STALE_MEMBER_EPOCH
-        goes again under the epoch it brings)."""
+        goes again under the epoch it brings). False when no answer will come: the
+        heartbeat loop has ended, or the session is ending, unless ``ending`` (the
+        session's final commit: the heartbeat outlives it)."""
         beats = self._beats
         self.wake()
-        while self._beats == beats and not self._session.done.is_set():
+        while self._beats == beats:
+            if self._stopped or (self._session.done.is_set() and not ending):
+                return False
             await self._beaten.wait()
+        return True
 
     async def run(self) -> None:
         """Both tasks, until the session's task group is cancelled."""
@@ -93,6 +99,13 @@ class ConsumerHeartbeat:
             tasks.cancel_scope.cancel()
 
     async def _heartbeat_loop(self) -> None:
+        try:
+            await self._heartbeats()
+        finally:
+            self._stopped = True
+            self._beaten.set()  # whoever waits for an epoch: none is coming
+
+    async def _heartbeats(self) -> None:
         session, membership, notify = self._session, self._membership, self._notify
         last_ok = anyio.current_time()
         full = False  # the join sent every field; send them again after an error

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..consumer._native import load_extension
 from ..errors import ConsumerGroupError, KafkaError, StaleMemberEpochError, error_for_code
@@ -48,8 +48,12 @@ T = TypeVar("T")
 _PURPOSE = "offsets"
 #: Receives every OffsetCommit round trip: (latency in seconds, error or None).
 CommitObserver = Callable[[float, BaseException | None], None]
-#: Waits for the member's next epoch (a heartbeat's answer); False when there is none.
-NextEpoch = Callable[[], Awaitable[bool]]
+class NextEpoch(Protocol):
+    """Waits for the member's next epoch (a heartbeat's answer); False when there is none.
+    ``final``: for the session's final commit (the heartbeat outlives the session's end)."""
+
+    def __call__(self, *, final: bool = False) -> Awaitable[bool]:
+        """Heartbeat now and wait for its answer."""
 
 
 @dataclass(slots=True)

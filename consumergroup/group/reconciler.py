@@ -365,9 +365,10 @@ class Reconciler:
                 await self._offsets.commit(partitions)
             except StaleMemberEpochError:
                 # The consumer protocol moved the member to a newer epoch: once more
-                # under the one the next heartbeat brings.
+                # under the one the next heartbeat brings (at the end too: the heartbeat
+                # runs until the final commit is done).
                 next_epoch = self._offsets.next_epoch
-                if next_epoch is None or not await next_epoch():
+                if next_epoch is None or not await next_epoch(final=end):
                     raise
                 await self._offsets.commit(partitions)
         except RebalanceInProgressError:

@@ -426,15 +426,15 @@ class ConsumerGroupSession:
         carry from now on."""
         self.generation_id = self.offsets.generation_id = generation_id
 
-    async def _next_epoch(self) -> bool:
+    async def _next_epoch(self, *, final: bool = False) -> bool:
         """The consumer protocol, after a commit or fetch answered STALE_MEMBER_EPOCH: wait
-        for the next heartbeat's epoch; False when there is none to wait for (classic, or
-        ending)."""
-        if self._consumer_heartbeat is None or self.done.is_set():
+        for the next heartbeat's epoch; False when there is none to wait for (classic, no
+        heartbeat running, or ending: except for the ``final`` commit, which the heartbeat
+        outlives, within the end's budget)."""
+        if self._consumer_heartbeat is None or (self.done.is_set() and not final):
             return False
         self.log.info("an offset request carried a stale member epoch; sending it again")
-        await self._consumer_heartbeat.next_epoch()
-        return True
+        return await self._consumer_heartbeat.next_epoch(ending=final)
 
     def _report(self, err: ConsumerError) -> None:
         """An error for the log and ``errors()`` (the pieces get this as their sink)."""

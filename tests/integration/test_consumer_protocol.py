@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import re
 import signal
+import struct
 import time
 import uuid
 from typing import Any
@@ -25,8 +27,9 @@ from consumergroup.group.consumer_membership import ConsumerMembership
 from consumergroup.group.offsets import OffsetManager
 from consumergroup.net.protocol import OffsetCommitRequest, OffsetFetchRequest
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
+from tests import fetch_v12_wire
 from tests.conftest import unique
-from tests.helpers import RoutingProxy, produce
+from tests.helpers import ProxyLink, RoutingProxy, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import (
     consumer_protocol_config,
@@ -645,6 +648,68 @@ async def test_offset_fetch_carries_the_member_epoch_and_a_stale_one_goes_again(
         assert committed == {(topic, 0): (5, ""), (topic, 1): (-1, "")}
         assert heartbeats == 1
         await membership.leave()
+
+
+class EpochAheadProxy(RoutingProxy):
+    """The member's only path to the broker; sends the next ``ahead`` OffsetCommits (v9:
+    a member's) with a member epoch the member does not have yet, which Kafka refuses as
+    STALE_MEMBER_EPOCH and does not commit (a commit built under an epoch that a
+    heartbeat's answer replaced meanwhile, at Kafka 4.0-4.1, which check the epoch
+    exactly)."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.ahead = 0
+        self.refused = 0
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        key, version, _cid, id_len = struct.unpack_from(">hhih", frame, 0)
+        if key == OffsetCommitRequest.API_KEY and version >= 9 and self.ahead:
+            self.ahead -= 1
+            self.refused += 1
+            # Header v2: the client id, its (empty) tagged fields; then the group id
+            # (a compact string) and the member epoch.
+            at = 10 + max(id_len, 0) + 1
+            buf = io.BytesIO(frame[at:])
+            group_id_length = fetch_v12_wire.read_uvarint(buf) - 1
+            at += buf.tell() + group_id_length
+            (epoch,) = struct.unpack_from(">i", frame, at)
+            frame = frame[:at] + struct.pack(">i", epoch + 1000) + frame[at + 4 :]
+        await super().forward_request(link, frame)
+
+
+@kafka_only
+async def test_a_final_commit_refused_as_stale_member_epoch_goes_again_during_close(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """close() commits the marks; a refusal as STALE_MEMBER_EPOCH (the epoch moved while
+    the commit was on its way) sends it again under the epoch the still running
+    heartbeat brings, within close()'s bound, instead of dropping the marks (which the
+    next owner would read again)."""
+    topic = await new_kafka_topic(kafka_cluster.bootstrap, 2)
+    group = unique()
+    port = int(kafka_cluster.bootstrap.split(",")[0].rsplit(":", 1)[1])
+    config = consumer_protocol_config()
+    config.consumer.offsets.auto_commit.enable = False  # the final commit is the only one
+    async with EpochAheadProxy(port) as proxy:
+        member = Tracker("a")
+        group_member = cg.ConsumerGroup([proxy.address], group, config)
+        task = asyncio.create_task(group_member.run([topic], member))
+        try:
+            await wait_for(lambda: len(member.owned_now()) == 2, 60, "both partitions")
+            await produce(kafka_cluster.bootstrap, topic, [b"a%d" % i for i in range(10)])
+            await wait_for(lambda: len(member.seen) == 10, 60, "the 10 records")
+            proxy.ahead = 1
+            started = time.monotonic()
+            await group_member.close(timeout=10)
+            assert time.monotonic() - started < 11
+        finally:
+            await group_member.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+        assert proxy.refused == 1
+        assert member.lost == []
+    await committed_equals_end(kafka_cluster.bootstrap, group, topic)
 
 
 class FencingFetchProxy(RoutingProxy):
