@@ -87,9 +87,14 @@ class ConsumerMembership:
         # The broker's heartbeat interval (seconds); the configured one until it answers.
         self.heartbeat_interval = config.consumer.group.heartbeat_interval
         # The last target assignment, by name; ids the metadata cannot name yet are kept in
-        # _target and named once it can.
+        # _target and named once it can (_partial: some are not named yet, by _named()).
         self.assignment: dict[str, list[int]] = {}
         self._target: TopicPartitions = []
+        self._partial = False
+        # topic name -> the id it was assigned under: owned partitions are reported under
+        # it even when a metadata refresh leaves the topic out (a partition the coordinator
+        # waits to see revoked is free for its next owner once an owned list omits it).
+        self._ids: dict[str, str] = {}
         self.log = GroupLogger(_log, group, lambda: self.member_id)
 
     @property
@@ -107,6 +112,8 @@ class ConsumerMembership:
         self.member_epoch = JOIN_EPOCH
         self.assignment = {}
         self._target = []
+        self._partial = False
+        self._ids = {}
 
     def _request(
         self, epoch: int, subscription: Subscription | None, owned: dict[str, list[int]] | None
@@ -119,7 +126,7 @@ class ConsumerMembership:
         if owned is not None:
             owned_ids = []
             for topic, parts in sorted(owned.items()):
-                topic_id = self._client.topic_id(topic)
+                topic_id = self._ids.get(topic) or self._client.topic_id(topic)
                 if topic_id is not None and parts:
                     owned_ids.append((topic_id, sorted(parts)))
         if subscription is None:
@@ -211,10 +218,14 @@ class ConsumerMembership:
     def _named(self) -> dict[str, list[int]]:
         """The target by topic name, as far as the metadata names its topic ids."""
         named: dict[str, list[int]] = {}
+        self._partial = False
         for topic_id, parts in self._target:
             name = self._client.topic_name(topic_id)
-            if name is not None:
-                named[name] = sorted(parts)
+            if name is None:
+                self._partial = True
+                continue
+            named[name] = sorted(parts)
+            self._ids[name] = topic_id
         self.assignment = named
         return named
 
@@ -257,8 +268,12 @@ class ConsumerMembership:
         resp = await self._send(self._request(self.member_epoch, subscription, owned))
         self._raise_for(resp, "ConsumerGroupHeartbeat")
         target = self._accept(resp)
-        if self.unresolved:
-            await self._client.refresh_metadata()
+        if self._partial:
+            # Part of the target named ids the metadata could not name. Once it can (after
+            # this refresh, or any other since), the whole target goes out, though this
+            # answer carries no assignment (it did not change).
+            if self.unresolved:
+                await self._client.refresh_metadata()
             target = self._named()
         return target
 

@@ -18,6 +18,8 @@ _FLEXIBLE = {cls.API_VERSION for cls in MetadataRequest._CLASSES if cls.FLEXIBLE
 #: Edits one partition of a topic: gets (topic, fields by name), returns them (changed) or
 #: None to drop the partition.
 PartitionEdit = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+#: Keeps a topic (True) or drops it from the answer (False), given its name.
+TopicFilter = Callable[[str], bool]
 
 
 def _item_names(schema: Any, field: str) -> tuple[str, ...]:
@@ -36,9 +38,10 @@ def rewrite_metadata(
     brokers: list[tuple[int, str, int]] | None = None,
     controller_id: int | None = None,
     partition: PartitionEdit | None = None,
+    keep_topic: TopicFilter | None = None,
 ) -> bytes:
-    """``frame`` (correlation id onwards) with its brokers, controller and partitions
-    replaced as asked."""
+    """``frame`` (correlation id onwards) with its brokers, controller, topics and
+    partitions replaced as asked."""
     head = 5 if version in _FLEXIBLE else 4  # flexible: the header's empty tagged fields
     cls = _RESPONSES[version]
     resp = cls.decode(frame[head:])
@@ -48,6 +51,9 @@ def rewrite_metadata(
         resp.brokers = [_make(names, {"node_id": n, "host": h, "port": p}) for n, h, p in brokers]
     if controller_id is not None and "controller_id" in schema.names:
         resp.controller_id = controller_id
+    if keep_topic is not None:
+        name_at = _item_names(schema, "topics").index("topic")
+        resp.topics = [t for t in resp.topics if keep_topic(t[name_at])]
     if partition is not None:
         topic_names = _item_names(schema, "topics")
         topic_schema = schema.fields[schema.names.index("topics")].array_of

@@ -15,6 +15,7 @@ import signal
 import struct
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -25,7 +26,9 @@ from consumergroup.client import Client
 from consumergroup.errors import StaleMemberEpochError, UnknownMemberIdError
 from consumergroup.group.consumer_membership import ConsumerMembership
 from consumergroup.group.offsets import OffsetManager
+from consumergroup.net.kip848 import ConsumerGroupHeartbeatRequest
 from consumergroup.net.protocol import OffsetCommitRequest, OffsetFetchRequest
+from consumergroup.retry import COORDINATOR_LOST
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests import fetch_v12_wire
 from tests.conftest import unique
@@ -38,6 +41,7 @@ from tests.integration.group_support import (
     running_member,
     wait_for,
 )
+from tests.integration.metadata_codec import rewrite_metadata
 from tests.integration.test_cooperative import Tracker, flat
 from tests.integration.test_peers import (
     PARTITIONS,
@@ -710,6 +714,105 @@ async def test_a_final_commit_refused_as_stale_member_epoch_goes_again_during_cl
         assert proxy.refused == 1
         assert member.lost == []
     await committed_equals_end(kafka_cluster.bootstrap, group, topic)
+
+
+class HidingProxy(RoutingProxy):
+    """The member's only path to the broker. While ``hiding``, Metadata answers leave
+    ``topic`` out (a broker whose metadata has not caught up with a topic just created,
+    or a refresh that left it out); ``owned`` keeps what each ConsumerGroupHeartbeat
+    reported as owned (topic id -> partitions), and ``None`` for one that left it as
+    it was."""
+
+    def __init__(self, target_port: int, topic: str) -> None:
+        super().__init__(target_port)
+        self.topic = topic
+        self.hiding = True
+        self.owned: list[dict[str, list[int]] | None] = []
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        frame = super().rewrite_response(key, version, client_id, frame)
+        if key == 3 and self.hiding:
+            return rewrite_metadata(version, frame, keep_topic=lambda t: t != self.topic)
+        return frame
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        key, version, _cid, id_len = struct.unpack_from(">hhih", frame, 0)
+        if key == ConsumerGroupHeartbeatRequest.API_KEY:
+            request_type = next(
+                c for c in ConsumerGroupHeartbeatRequest._CLASSES if version == c.API_VERSION
+            )
+            request = request_type.decode(frame[10 + max(id_len, 0) + 1 :])
+            owned = request.topic_partitions
+            self.owned.append(None if owned is None else {t: p for t, p, _ in owned})
+        await super().forward_request(link, frame)
+
+
+@kafka_only
+async def test_a_target_naming_a_topic_the_metadata_learns_later_is_applied_then(
+    kafka: str,
+) -> None:
+    """The coordinator assigns a topic created after the member subscribed to its name,
+    before the member's metadata knows the topic's id. Once the metadata names it (on
+    the heartbeat's own refresh or on any other), the next heartbeat hands the whole
+    target over, although that heartbeat's answer carries no new assignment; and owned
+    partitions are reported under their id even while a refresh leaves the topic out."""
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    group = unique()
+    config = consumer_protocol_config()
+    port = int(kafka.rsplit(":", 1)[1])
+    async with HidingProxy(port, topic) as proxy, Client([proxy.address], config) as client:
+        membership = ConsumerMembership(client, group, config)
+
+        async def joined() -> bool:
+            # The topic does not exist yet; a fresh cluster's coordinator may be loading.
+            with contextlib.suppress(*COORDINATOR_LOST):
+                await membership.join([topic], owned={})
+                return True
+            await asyncio.sleep(0.2)
+            return False
+
+        await wait_for_async(joined, 60, "the join")
+        async with Client([kafka]) as creator:
+            await creator.create_topic(topic, 3)
+
+        async def heartbeat() -> dict[str, list[int]] | None:
+            target = await membership.heartbeat(None, {})
+            await asyncio.sleep(membership.heartbeat_interval)
+            return target
+
+        # The target names the topic's id, which the member's metadata cannot name.
+        await wait_for_async(lambda: _unresolved(membership, heartbeat), 60, "a target")
+        assert membership.assignment == {}
+        proxy.hiding = False
+        await client.refresh_metadata()  # as the metadata refresher would
+        assert client.topic_id(topic) is not None
+        # The next heartbeat's answer carries no assignment (it did not change): the
+        # target is complete now, and is handed over.
+        assert await membership.heartbeat(None, {}) == {topic: [0, 1, 2]}
+        topic_id = client.topic_id(topic)
+        # The member owns the three; a refresh that leaves the topic out must not make
+        # the next heartbeat report them as released.
+        proxy.hiding = True
+        await client.refresh_metadata()
+        assert client.topic_id(topic) is None
+        await membership.heartbeat(None, {topic: [0, 1, 2]})
+        assert proxy.owned[-1] == {topic_id: [0, 1, 2]}
+        await membership.leave()
+
+
+async def _unresolved(
+    membership: ConsumerMembership, heartbeat: Callable[[], Awaitable[object]]
+) -> bool:
+    await heartbeat()
+    return membership.unresolved
+
+
+async def wait_for_async(probe: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Await ``probe`` (which paces itself) until it is true; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not await probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class FencingFetchProxy(RoutingProxy):
