@@ -14,7 +14,8 @@ by :meth:`request` and set by :meth:`run` once the join is over (or by :meth:`ca
 :meth:`run`;
 commits read them (to hold back during a rebalance, and to tell a stale fencing answer
 from a real one). ``_scope`` (the join in flight) is set by :meth:`run` and cancelled by
-:meth:`cancel` (the session's end), which also sets ``abandoned``.
+:meth:`cancel` (the session's end), which also sets ``abandoned``. :meth:`run` writes the
+session's ``last_heartbeat`` when a join completes (an answer, as a heartbeat's is).
 """
 
 from __future__ import annotations
@@ -47,9 +48,14 @@ class CooperativeRejoin:
         rebalancing: Callable[[bool], None] | None,
         *,
         retry: RetryConfig,
+        session_timeout: float,
     ) -> None:
         self._session = session
         self._retry = retry
+        # No answer from the coordinator for this long (a heartbeat's or a join's): the
+        # member is lost (as the heartbeat task decides).
+        self._session_timeout = session_timeout
+        self._created = anyio.current_time()
         self._membership = membership
         self._reconciler = reconciler
         self._topics = topics
@@ -78,6 +84,10 @@ class CooperativeRejoin:
     def pending(self) -> bool:
         """A rejoin is pending, in flight or backing off after a failure."""
         return not self.joined.is_set()
+
+    def _silent_for(self) -> float:
+        """Seconds since the coordinator last answered (a heartbeat, or a join)."""
+        return anyio.current_time() - (self._session.last_heartbeat or self._created)
 
     def request(self) -> None:
         """The group rebalances: rejoin (a pending join is the answer to it already)."""
@@ -124,6 +134,15 @@ class CooperativeRejoin:
                 if not is_transient(exc):
                     session.end(EndCause.LOST, f"cooperative rejoin failed: {exc}", exc)
                     return
+                if self._silent_for() > self._session_timeout:
+                    # No answer for a session timeout: the coordinator has given the
+                    # partitions away by now (as when heartbeats fail).
+                    session.end(
+                        EndCause.LOST,
+                        f"cooperative rejoin failed ({exc}); no answer from the coordinator "
+                        f"for {self._session_timeout}s",
+                    )
+                    return
                 delay = backoff.next()
                 session.log.warning(
                     "cooperative rejoin failed (%s); keeping %d partitions, rejoining in %.1fs",
@@ -140,6 +159,7 @@ class CooperativeRejoin:
             self.joined.set()
             if generation is None:  # cancelled: the session is ending
                 return
+            session.last_heartbeat = anyio.current_time()  # answered: alive as by a heartbeat
             rejoined, self.rejoined = self.rejoined, anyio.Event()
             rejoined.set()
             backoff.reset()

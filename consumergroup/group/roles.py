@@ -77,9 +77,10 @@ class EpochBeating(Beating, Protocol):
         """A new member epoch."""
 
 
-class Joining(Lifetime, Protocol):
+class Joining(Beating, Protocol):
     """The cooperative rejoin: what the member owns (sent with each join) and the
-    generation it is in."""
+    generation it is in; a join answered is as good as a heartbeat's answer
+    (``last_heartbeat``)."""
 
     @property
     def claims(self) -> dict[str, list[int]]:

@@ -29,7 +29,8 @@ Shared state (one event loop; "writer" = who may change it):
 * ``generation_id`` and ``offsets.generation_id``: written by :meth:`set_epoch`, called
   by the reconciler under its lock before it applies a new assignment;
 * ``rejoin_fresh``: set by whoever ends the session for a partition change;
-* ``last_heartbeat``: the heartbeat task; ``rates``: the rate sampler;
+* ``last_heartbeat`` (when the coordinator last answered): the heartbeat task, and the
+  cooperative rejoin when a join completes; ``rates``: the rate sampler;
 * the claims: the reconciler only (``session.claims`` is a read-only view).
 
 Each piece gets what it may read and ask, no more: the session itself typed as one of
@@ -181,10 +182,12 @@ class ConsumerGroupSession:
                 list(partition_counts),
                 rebalancing,
                 retry=config.consumer.group.rebalance.retry,
+                session_timeout=config.consumer.group.session_timeout,
             )
         # anyio clock: when end() was called (the start of the end's revocation budget).
         self._ended_at: float | None = None
-        # Observability: last_heartbeat by the heartbeat task, rates by the rate sampler.
+        # Observability: last_heartbeat by the heartbeat task (and a completed cooperative
+        # join), rates by the rate sampler.
         self.started_at = anyio.current_time()
         self.last_heartbeat: float | None = None
         self.rates: dict[TopicPartition, float] = {}

@@ -51,14 +51,23 @@ async def heartbeat_loop(
     Writes ``session.last_heartbeat``. REBALANCE_IN_PROGRESS → ``session.rebalance()``;
     UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / FENCED_INSTANCE_ID → FENCED; no answer for
     a session timeout → LOST. Paused while a cooperative join is in flight (``joining``):
-    the join itself keeps the membership alive meanwhile.
+    a join the coordinator answers keeps the membership alive (the rejoin then writes
+    ``last_heartbeat``), but one in flight is no answer: joins that keep failing do not
+    hold off LOST.
     """
     group = config.consumer.group
+    # A join the coordinator holds is answered within the rebalance timeout (and our read
+    # timeout); a member it does not hear from is dropped a session timeout later. A join
+    # unanswered for longer than both since the last answer: the coordinator let us go.
+    join_bound = group.session_timeout + group.rebalance.timeout + config.net.read_timeout
     last_ok = anyio.current_time()
     while True:
         await anyio.sleep(group.heartbeat_interval)
+        last_ok = max(last_ok, session.last_heartbeat or last_ok)
         if joining():
-            last_ok = anyio.current_time()
+            if anyio.current_time() - last_ok > join_bound:
+                session.end(EndCause.LOST, f"no answer from the coordinator for {join_bound}s")
+                return
             continue
         try:
             await membership.heartbeat()

@@ -12,7 +12,7 @@ import pytest
 import consumergroup as cg
 from consumergroup.testing import EmbeddedBroker, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import KafkaFrameProxy, ProxyLink, produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, RoutingProxy, produce
 from tests.integration.group_support import (
     Recorder,
     group_config,
@@ -373,3 +373,64 @@ async def test_a_commit_refused_for_the_old_generation_after_a_rejoin_does_not_f
                     "the kept partitions' marks committed",
                 )
         assert len(a.sessions) == 1 and not a.lost
+
+
+#: The group coordinator's APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+#: OffsetCommit, OffsetFetch, FindCoordinator.
+COORDINATOR_APIS = frozenset({11, 14, 12, 13, 8, 9, 10})
+
+
+class CoordinatorGoneProxy(RoutingProxy):
+    """A member's only path to the broker. ``swallow`` holds API keys whose requests are
+    read and never answered (a coordinator gone silent for this member, while the
+    partition leaders still serve its fetches); ``swallowed`` counts them per key."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.swallow: frozenset[int] = frozenset()
+        self.swallowed: Counter[int] = Counter()
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        (key,) = struct.unpack_from(">h", frame, 0)
+        if key in self.swallow:
+            self.swallowed[key] += 1
+            return
+        await super().forward_request(link, frame)
+
+
+async def test_a_member_whose_rejoins_keep_failing_is_lost_within_its_session(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The coordinator goes silent for a cooperative member while it rejoins: every join
+    attempt fails, and the coordinator hands its partitions to the others. The member
+    must let them go (on_lost) about a session timeout after its coordinator last
+    answered, as it does when heartbeats fail: a join in flight is no sign of life."""
+    topic = await new_topic(partitions=4)
+    group = unique()
+    config = cooperative_config()
+    config.net.read_timeout = 3.0
+    port = int(bootstrap.rsplit(":", 1)[1])
+    a, b, c = Tracker("a"), Tracker("b"), Tracker("c")
+    async with (
+        CoordinatorGoneProxy(port) as proxy,
+        running_member(proxy.address, group, [topic], a, config),
+        running_member(bootstrap, group, [topic], b, cooperative_config()),
+    ):
+        await wait_for(lambda: [len(a.owned_now()), len(b.owned_now())] == [2, 2], 60, "2/2")
+        kept = a.owned_now()
+        # Its joins go unanswered from now on; a third member makes the group rebalance.
+        proxy.swallow = frozenset({11})
+        async with running_member(bootstrap, group, [topic], c, cooperative_config()):
+            await wait_for(lambda: proxy.swallowed[11] > 0, 60, "a's rejoin")
+            proxy.swallow = COORDINATOR_APIS  # and the rest of its coordinator traffic
+            silent = asyncio.get_running_loop().time()
+            await wait_for(
+                lambda: len(b.owned_now()) + len(c.owned_now()) == 4, 60, "b and c own all"
+            )
+            session = config.consumer.group.session_timeout
+            rebalance = config.consumer.group.rebalance.timeout
+            bound = rebalance + config.net.read_timeout + session + 5.0
+            await wait_for(lambda: bool(a.lost), bound, "a to let its partitions go")
+            assert flat(a.lost) == kept
+            assert asyncio.get_running_loop().time() - silent < bound
+            assert a.owned_now() == set()
