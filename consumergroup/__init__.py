@@ -13,20 +13,10 @@ Public API (re-exports only; see docs/architecture.md for where each lives)::
         await group.run(["topic-a"], Handler())
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._run import run
-from .balance import (
-    BalanceStrategy,
-    CooperativeStickyAssignor,
-    RangeAssignor,
-    RoundRobinAssignor,
-    StickyAssignor,
-)
-from .client import Client
+from . import _aiokafka, _lazy
 from .config import OFFSET_NEWEST, OFFSET_OLDEST, Config
-from .consumer import Consumer, PartitionConsumer
 from .errors import (
     ClosedError,
     ConfigurationError,
@@ -38,17 +28,9 @@ from .errors import (
     NoBrokersAvailableError,
     SilentListenerError,
 )
-from .group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-    GroupObserver,
-    GroupState,
-    GroupStats,
-    PartitionStats,
-)
 from .message import ConsumerMessage, RecordHeader
+
+_aiokafka.install()  # before anything imports aiokafka's codecs: see _aiokafka.py
 
 __version__ = "0.1.0"
 
@@ -93,11 +75,31 @@ __all__ = [
 ]
 
 
-# Public names whose modules load on first use, not on ``import consumergroup``: a path a
-# program may never take (the broker launcher, ...) costs nothing until it is taken. Each
-# entry: public name -> (module, attribute; "" for the module itself). A name added here
-# goes in ``__all__`` and in the TYPE_CHECKING block below too.
+# Public names whose modules load on first use, not on ``import consumergroup``
+# (``_lazy.py``): ``import consumergroup`` costs the configuration, the errors and the
+# message type; the network stack, the group runtime, the assignors and every optional
+# path (producer, OAuth, the broker launcher, ...) load when a program first touches a
+# name that lives there. Each entry: public name -> (module, attribute; "" for the module
+# itself). A name added here goes in ``__all__`` and in the TYPE_CHECKING block below too;
+# tests/unit/test_import_cost.py lists what ``import consumergroup`` must not load.
 _LAZY: dict[str, tuple[str, str]] = {
+    "run": (f"{__name__}._run", "run"),
+    "BalanceStrategy": (f"{__name__}.balance.strategy", "BalanceStrategy"),
+    "CooperativeStickyAssignor": (f"{__name__}.balance.cooperative", "CooperativeStickyAssignor"),
+    "RangeAssignor": (f"{__name__}.balance.range", "RangeAssignor"),
+    "RoundRobinAssignor": (f"{__name__}.balance.roundrobin", "RoundRobinAssignor"),
+    "StickyAssignor": (f"{__name__}.balance.sticky", "StickyAssignor"),
+    "Client": (f"{__name__}.client", "Client"),
+    "Consumer": (f"{__name__}.consumer.consumer", "Consumer"),
+    "PartitionConsumer": (f"{__name__}.consumer.partition", "PartitionConsumer"),
+    "ConsumerGroup": (f"{__name__}.group.consumer_group", "ConsumerGroup"),
+    "ConsumerGroupClaim": (f"{__name__}.group.claim", "ConsumerGroupClaim"),
+    "ConsumerGroupHandler": (f"{__name__}.group.handler", "ConsumerGroupHandler"),
+    "ConsumerGroupSession": (f"{__name__}.group.session", "ConsumerGroupSession"),
+    "GroupObserver": (f"{__name__}.group.state", "GroupObserver"),
+    "GroupState": (f"{__name__}.group.state", "GroupState"),
+    "GroupStats": (f"{__name__}.group.state", "GroupStats"),
+    "PartitionStats": (f"{__name__}.group.state", "PartitionStats"),
     "testing": (f"{__name__}.testing", ""),
     "OIDCTokenProvider": (f"{__name__}.oauth", "OIDCTokenProvider"),
     "MSKIAMTokenProvider": (f"{__name__}.oauth", "MSKIAMTokenProvider"),
@@ -108,24 +110,27 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from . import testing as testing
+    from ._run import run as run
+    from .balance import BalanceStrategy as BalanceStrategy
+    from .balance import CooperativeStickyAssignor as CooperativeStickyAssignor
+    from .balance import RangeAssignor as RangeAssignor
+    from .balance import RoundRobinAssignor as RoundRobinAssignor
+    from .balance import StickyAssignor as StickyAssignor
+    from .client import Client as Client
+    from .consumer import Consumer as Consumer
+    from .consumer import PartitionConsumer as PartitionConsumer
+    from .group import ConsumerGroup as ConsumerGroup
+    from .group import ConsumerGroupClaim as ConsumerGroupClaim
+    from .group import ConsumerGroupHandler as ConsumerGroupHandler
+    from .group import ConsumerGroupSession as ConsumerGroupSession
+    from .group import GroupObserver as GroupObserver
+    from .group import GroupState as GroupState
+    from .group import GroupStats as GroupStats
+    from .group import PartitionStats as PartitionStats
     from .oauth import MSKIAMTokenProvider as MSKIAMTokenProvider
     from .oauth import OIDCTokenProvider as OIDCTokenProvider
     from .producer import GroupMetadata as GroupMetadata
     from .producer import Producer as Producer
     from .producer import RecordMetadata as RecordMetadata
 
-
-def __getattr__(name: str) -> Any:
-    """Load a lazy public name (``_LAZY``) on first use and keep it in the module."""
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    loaded = importlib.import_module(module)
-    value = getattr(loaded, attribute) if attribute else loaded
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY)

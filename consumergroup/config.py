@@ -9,11 +9,9 @@ bad value, the allowed range and what to do.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
-import ssl
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
@@ -22,6 +20,8 @@ from typing import TYPE_CHECKING, Literal, NoReturn, TypeAlias, get_args
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import ssl
+
     from .balance.strategy import BalanceStrategy
 
 __all__ = [
@@ -216,6 +216,8 @@ class _Fields:
     def __setattr__(self, name: str, value: object) -> None:
         known = [f.name for f in fields(self)]  # type: ignore[arg-type]
         if name not in known:
+            import difflib  # the error path only: not a cost of import consumergroup
+
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigurationError(
@@ -253,6 +255,8 @@ class TLSConfig(_Section):
     def _check(self, path: str) -> None:
         _check_type(f"{path}.enable", self.enable, bool, "use True or False")
         if self.context is not None:
+            import ssl  # only when a context is given: not a cost of import consumergroup
+
             _check_type(
                 f"{path}.context",
                 self.context,

@@ -33,20 +33,84 @@ adds the traceback.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from ._common import CliError, render_bytes, setup_logging
-from .broker import broker
-from .consume import consume
-from .demo import demo
-from .groups import delete, describe, groups
-from .offsets import lag, reset_offsets
-from .produce import produce
-from .topics import topics
+from .. import _lazy
 
 __all__ = ["CliError", "main", "render_bytes"]
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "CliError": (f"{__name__}._common", "CliError"),
+    "render_bytes": (f"{__name__}._common", "render_bytes"),
+}
+
+if TYPE_CHECKING:
+    from ._common import CliError as CliError
+    from ._common import render_bytes as render_bytes
+
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY)
+
+#: command -> (its module in this package, the click command there, the summary that
+#: ``consumergroup --help`` lists). A command's module loads only when that command runs
+#: or shows its own help, so ``--help`` and every command pay for no other command's
+#: imports (``consume`` would load the whole consumer, ``broker`` the embedded broker's
+#: launcher, ...). The summaries are the commands' docstrings' first sentences, which
+#: click shortens to the terminal's width; a test holds them equal.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "consume": (
+        "consume",
+        "consume",
+        "Join GROUP and print the messages of TOPIC(s), marking each one; or, with "
+        "--partition, read partitions without a group.",
+    ),
+    "produce": (
+        "produce",
+        "produce",
+        "Write each line of stdin (or --file) to TOPIC as one record.",
+    ),
+    "groups": ("groups", "groups", "List the cluster's groups (ListGroups on every broker)."),
+    "describe": (
+        "groups",
+        "describe",
+        "State, partitions and members of GROUP, as kafka-consumer-groups.sh --describe.",
+    ),
+    "lag": (
+        "offsets",
+        "lag",
+        "Committed offset, end offset and lag of GROUP on each partition, with totals.",
+    ),
+    "reset-offsets": (
+        "offsets",
+        "reset_offsets",
+        "Move GROUP's committed offsets on --topic (or --all-topics): a dry run unless "
+        "--execute.",
+    ),
+    "delete": (
+        "groups",
+        "delete",
+        "Delete GROUP and its committed offsets (it must have no members).",
+    ),
+    "topics": (
+        "topics",
+        "topics",
+        "List the cluster's topics with their partition counts; or --describe, --create or "
+        "--delete them (the flags of kafka-topics.sh).",
+    ),
+    "demo": (
+        "demo",
+        "demo",
+        "Live demo: embedded broker, a producer, N members, a rebalance, a summary.",
+    ),
+    "broker": (
+        "broker",
+        "broker",
+        "Run the embedded Kafka-compatible broker (Tansu) on 127.0.0.1:PORT until Ctrl-C.",
+    ),
+}
 
 
 #: kafka-consumer-groups.sh's action flag -> our command.
@@ -91,10 +155,35 @@ def kafka_tool_args(args: Sequence[str], commands: Sequence[str]) -> list[str]:
 
 
 class KafkaToolGroup(click.Group):
-    """Our command group, also reading Kafka's tools' command lines (:func:`kafka_tool_args`)."""
+    """Our command group: loads a command's module on first use (:data:`COMMANDS`), and
+    reads Kafka's tools' command lines too (:func:`kafka_tool_args`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            loaded = importlib.import_module(f"{__name__}.{module}")
+            self.add_command(getattr(loaded, attribute), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the summaries in :data:`COMMANDS`: no module loaded."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            # An unloaded command is shortened as click shortens a loaded one's docstring.
+            shown = self.commands.get(name) or click.Command(name, help=COMMANDS[name][2])
+            rows.append((name, shown.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, kafka_tool_args(args, list(self.commands)))
+        return super().parse_args(ctx, kafka_tool_args(args, self.list_commands(ctx)))
 
 
 @click.group(cls=KafkaToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -109,10 +198,6 @@ def main(verbose: int) -> None:
     embedded broker; `consumergroup broker` runs one for you to try things on.
     Exit codes: 0 ok, 1 failure, 2 usage error.
     """
+    from ._common import setup_logging  # a command runs: its module loads _common anyway
+
     setup_logging(verbose)
-
-
-for _command in (
-    consume, produce, groups, describe, lag, reset_offsets, delete, topics, demo, broker
-):
-    main.add_command(_command)

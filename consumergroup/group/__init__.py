@@ -1,10 +1,14 @@
-"""Group protocol: membership (join/sync/heartbeat), sessions, claims, the group itself."""
+"""Group protocol: membership (join/sync/heartbeat), sessions, claims, the group itself.
 
-from .claim import ConsumerGroupClaim
-from .consumer_group import ConsumerGroup
-from .handler import ConsumerGroupHandler
-from .session import ConsumerGroupSession
-from .state import GroupObserver, GroupState, GroupStats, PartitionStats
+Each name loads its module on first use (``consumergroup._lazy``): the handler base class
+and the state types cost no network stack.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 __all__ = [
     "ConsumerGroup",
@@ -16,3 +20,26 @@ __all__ = [
     "GroupStats",
     "PartitionStats",
 ]
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "ConsumerGroup": (f"{__name__}.consumer_group", "ConsumerGroup"),
+    "ConsumerGroupClaim": (f"{__name__}.claim", "ConsumerGroupClaim"),
+    "ConsumerGroupHandler": (f"{__name__}.handler", "ConsumerGroupHandler"),
+    "ConsumerGroupSession": (f"{__name__}.session", "ConsumerGroupSession"),
+    "GroupObserver": (f"{__name__}.state", "GroupObserver"),
+    "GroupState": (f"{__name__}.state", "GroupState"),
+    "GroupStats": (f"{__name__}.state", "GroupStats"),
+    "PartitionStats": (f"{__name__}.state", "PartitionStats"),
+}
+
+if TYPE_CHECKING:
+    from .claim import ConsumerGroupClaim as ConsumerGroupClaim
+    from .consumer_group import ConsumerGroup as ConsumerGroup
+    from .handler import ConsumerGroupHandler as ConsumerGroupHandler
+    from .session import ConsumerGroupSession as ConsumerGroupSession
+    from .state import GroupObserver as GroupObserver
+    from .state import GroupState as GroupState
+    from .state import GroupStats as GroupStats
+    from .state import PartitionStats as PartitionStats
+
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY)

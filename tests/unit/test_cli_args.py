@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from consumergroup.cli import kafka_tool_args, main
+from consumergroup import cli
+from consumergroup.cli import kafka_tool_args
 
-COMMANDS = list(main.commands)
+COMMANDS = list(cli.COMMANDS)
 B = ["--bootstrap-server", "b:9092"]
 
 
