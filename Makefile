@@ -149,9 +149,11 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 	$(BIN)/python tools/check_dist.py dist
 
-## make chaos: the long chaos profile (100 random fault cycles, 3-5 member processes, ~10 min).
-## CHAOS_ARGS="--seed N" reproduces a run; "--profile short" is the one inside `make test`;
-## "--assignor cooperative-sticky" runs the members cooperative (default: range, eager).
+## make chaos: the long chaos profiles on the embedded broker (network faults, eager and
+## cooperative members) and on a 3-node Apache Kafka (rolling restarts, leader and
+## coordinator killed, partitions added; eager, cooperative and consumer-protocol members),
+## then a table of every run (about an hour). CHAOS_ARGS="--seed N" reproduces a run;
+## "--broker kafka", "--protocol consumer", "--profile short" (the one inside `make test`).
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 

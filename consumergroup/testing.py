@@ -477,6 +477,16 @@ class _Node:
                 proc.kill()
             await proc.wait()
 
+    async def stop(self, timeout: float) -> None:
+        """SIGTERM, and SIGKILL if it has not exited within ``timeout`` seconds."""
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), timeout)
+        await self.kill()
+
 
 class KafkaCluster(AsyncResource):
     """Apache Kafka :data:`KAFKA_VERSION` in KRaft mode on free 127.0.0.1 ports.
@@ -766,6 +776,18 @@ class KafkaCluster(AsyncResource):
     async def kill_node(self, node: int) -> None:
         """SIGKILL node ``node`` (0-based) and wait until it is gone."""
         await self._nodes[node].kill()
+
+    async def stop_node(self, node: int, timeout: float = 60.0) -> None:
+        """Stop node ``node`` (0-based) cleanly, as a rolling restart does, and wait until
+        it has exited: SIGTERM, a controlled shutdown in which the controller first moves
+        the leadership of the node's partitions (its group coordinators included) to other
+        replicas. SIGKILL if it has not exited within ``timeout`` seconds.
+        :meth:`start_node` restarts it."""
+        await self._nodes[node].stop(timeout)
+
+    def running(self, node: int) -> bool:
+        """Node ``node``'s JVM runs (it was not killed or stopped, and did not exit)."""
+        return self._nodes[node].running
 
     async def start_node(self, node: int) -> None:
         """Restart node ``node`` on its ports and log directory; wait until it is back."""

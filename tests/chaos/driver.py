@@ -1,13 +1,26 @@
 """The chaos driver: random faults against a consumer group of member processes.
 
-One embedded broker; 3-5 member processes (``tests.integration.member_process``
-in chaos mode), each reaching the broker only through its own :class:`FaultProxy`;
-an aiokafka producer in this process writing throughout; a monitor polling the
-group's committed offsets (OffsetFetch through our own client, directly to the
-broker). A seeded RNG picks each cycle's fault; one cycle in the middle is a
-total outage (every proxy cuts and refuses everything). At the end the faults
-stop, the members catch up and are closed with SIGTERM, and the invariants are
-checked (see :meth:`ChaosRun._verdict`). ``python -m tests.chaos`` runs it.
+Two brokers, two kinds of faults:
+
+* **Tansu** (one embedded broker): 3-5 member processes
+  (``tests.integration.member_process`` in chaos mode), each reaching the broker only
+  through its own :class:`FaultProxy`, which cuts, refuses, delays, drops and black-holes
+  its connections; one cycle in the middle is a total outage (every proxy cuts and
+  refuses everything).
+* **Apache Kafka** (a 3-node ``KafkaCluster``): the members reach the cluster directly,
+  and the faults hit the brokers (:mod:`.kafka_faults`: rolling clean restarts, SIGKILL
+  of a partition leader or of the group coordinator, partitions added).
+
+On both, members are killed with SIGKILL and restarted, frozen with SIGSTOP (past their
+session timeout, sometimes), join and leave (SIGTERM: ``close()`` with a bound). A
+producer in this process writes throughout (on Kafka with acks=all, idempotent) and
+keeps the acknowledged records; a monitor polls the group's committed offsets. A seeded
+RNG picks each cycle's fault. At the end the faults stop, the members catch up and are
+closed with SIGTERM, and the invariants are checked (:meth:`ChaosRun._verdict` and
+:mod:`.ledger`). ``python -m tests.chaos`` runs it.
+
+Protocols: ``eager`` (the classic protocol, range assignor), ``cooperative`` (classic,
+cooperative-sticky) and ``consumer`` (KIP-848, Apache Kafka only).
 """
 
 from __future__ import annotations
@@ -21,8 +34,9 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,43 +44,52 @@ from aiokafka import AIOKafkaProducer
 
 import consumergroup as cg
 from consumergroup.client import Client
+from consumergroup.errors import ConsumerGroupError
 from consumergroup.net.protocol import OffsetFetchRequest
-from consumergroup.testing import EmbeddedBroker
+from consumergroup.testing import EmbeddedBroker, KafkaCluster
+from tests.chaos.kafka_faults import BrokerFaults
+from tests.chaos.ledger import Audit, Life, audit
 from tests.chaos.proxy import FaultProxy
 from tests.integration.group_support import wait_for
 
 REPO = Path(__file__).parents[2]
-GROUP, TOPIC = "chaos", "chaos-events"
 CLOSE_BOUND = 10.0  # seconds each member passes to close()
 CLOSE_SLACK = 1.0  # scheduling noise on a loaded machine, on top of the bound
 NET_TIMEOUT = 5.0  # the members' net.read_timeout: how long a black hole can hide
 RESUME_BOUND = 60.0  # after the outage, consumption must resume within this
+SESSION_TIMEOUT = 6.0  # the members' (classic) and the Kafka fixture's (consumer protocol)
+
+#: protocol -> (member_process --protocol, --assignor)
+PROTOCOLS = {
+    "eager": ("classic", "range"),
+    "cooperative": ("classic", "cooperative-sticky"),
+    "consumer": ("consumer", "range"),
+}
 
 
 @dataclass(frozen=True)
 class Profile:
-    """How much chaos: cycles, members, fault lengths, production rate."""
+    """How much chaos, on which broker: cycles, members, fault lengths, production rate."""
 
     name: str
+    broker: str  # "tansu" or "kafka"
     cycles: int
     partitions: int
     min_members: int
     max_members: int
-    outage: float  # seconds of the total outage (one cycle)
+    outage: float  # seconds of the total outage (one cycle; 0: none)
     fault_s: tuple[float, float]  # how long one fault lasts
     settle_s: tuple[float, float]  # quiet time after each fault
     rate: float  # records produced per second
     drain_timeout: float  # seconds for the members to catch up at the end
+    faults: tuple[str, ...]  # the deck
+    max_partitions: int = 0  # add_partitions stops here
+    ordered: bool = False  # the faults in the deck's order, each once (cycles: len(faults))
 
 
-PROFILES = {
-    "short": Profile("short", 11, 6, 3, 4, 30.0, (0.5, 2.5), (0.3, 1.0), 40.0, 90.0),
-    "long": Profile("long", 100, 8, 3, 5, 30.0, (1.0, 6.0), (0.5, 3.0), 50.0, 180.0),
-}
-
-# Drawn like cards from a shuffled deck of every kind, refilled when empty: any ten
-# cycles in a row try every kind. "outage" is not in it: it is the middle cycle.
-FAULTS = (
+# Tansu: network faults between each member and the broker. "outage" is not in the deck:
+# it is the middle cycle.
+TANSU_FAULTS = (
     "cut",
     "cut_all",
     "refuse",
@@ -78,18 +101,73 @@ FAULTS = (
     "join",
     "leave",
 )
+NETWORK_FAULTS = TANSU_FAULTS[:6]
+# Apache Kafka: the brokers fail (one at a time), and the members.
+KAFKA_FAULTS = (
+    "bounce",
+    "kill_leader",
+    "kill_coordinator",
+    "add_partitions",
+    "kill9",
+    "sigstop",
+    "join",
+    "leave",
+)
+
+
+def _profile(name: str, broker: str, **settings: object) -> Profile:
+    settings.setdefault("faults", TANSU_FAULTS if broker == "tansu" else KAFKA_FAULTS)
+    return Profile(name=name, broker=broker, **settings)  # type: ignore[arg-type]
+
+
+SHORT_KAFKA_FAULTS = tuple(f for f in KAFKA_FAULTS if f != "kill_leader")
+
+PROFILES = {
+    "tansu": {
+        "short": _profile(
+            "short", "tansu", cycles=11, partitions=6, min_members=3, max_members=4,
+            outage=30.0, fault_s=(0.5, 2.5), settle_s=(0.3, 1.0), rate=40.0, drain_timeout=90.0,
+        ),
+        "long": _profile(
+            "long", "tansu", cycles=100, partitions=8, min_members=3, max_members=5,
+            outage=30.0, fault_s=(1.0, 6.0), settle_s=(0.5, 3.0), rate=50.0, drain_timeout=180.0,
+        ),
+    },
+    "kafka": {
+        # Every kind once, one hard kill (the coordinator's node, which leads partitions
+        # too): four broker restarts, ~2-3 min on a loaded machine.
+        "short": _profile(
+            "short", "kafka", cycles=7, partitions=6, min_members=3, max_members=4,
+            outage=0.0, fault_s=(1.0, 3.0), settle_s=(1.0, 2.0), rate=100.0,
+            drain_timeout=120.0, max_partitions=8, faults=SHORT_KAFKA_FAULTS,
+        ),
+        # A rolling restart as an operator runs it, then a node killed, then members
+        # killed and restarted, under a steady 500 records/s.
+        "rolling": _profile(
+            "rolling", "kafka", cycles=5, partitions=6, min_members=3, max_members=4,
+            outage=0.0, fault_s=(2.0, 4.0), settle_s=(2.0, 4.0), rate=500.0,
+            drain_timeout=120.0, faults=("bounce", "kill_leader", "kill9", "leave", "join"),
+            ordered=True,
+        ),
+        "long": _profile(
+            "long", "kafka", cycles=16, partitions=6, min_members=3, max_members=5,
+            outage=0.0, fault_s=(1.0, 6.0), settle_s=(1.0, 4.0), rate=300.0,
+            drain_timeout=180.0, max_partitions=12,
+        ),
+    },
+}  # fmt: skip
 
 
 class Member:
-    """One member slot: its proxy (for the whole run) and its current process, if any."""
+    """One member slot: its path to the broker and its current process, if any."""
 
-    def __init__(self, index: int, proxy: FaultProxy, workdir: Path, assignor: str) -> None:
+    def __init__(self, index: int, run: ChaosRun, proxy: FaultProxy | None) -> None:
         self.index = index
+        self.run = run
         self.proxy = proxy
-        self.workdir = workdir
-        self.assignor = assignor
         self.proc: asyncio.subprocess.Process | None = None
         self.incarnation = 0
+        self.life: Life | None = None
         self.expect_exit = False  # we killed or stopped it: an exit is not a failure
         self.frozen = False  # SIGSTOPped
 
@@ -103,23 +181,28 @@ class Member:
         """A process runs in this slot."""
         return self.proc is not None and self.proc.returncode is None
 
-    def path(self, kind: str, incarnation: int | None = None) -> Path:
-        """The record/status/log file of an incarnation (the current one by default)."""
-        return self.workdir / f"m{self.index}-{incarnation or self.incarnation}.{kind}"
+    def path(self, kind: str) -> Path:
+        """The record/status/log file of the current incarnation."""
+        return self.run.workdir / f"m{self.index}-{self.incarnation}.{kind}"
 
     async def start(self) -> None:
-        """Start a new member process (a new incarnation) behind this slot's proxy."""
+        """Start a new member process (a new incarnation)."""
         self.incarnation += 1
         self.expect_exit = False
         self.frozen = False
+        run = self.run
+        protocol, assignor = PROTOCOLS[run.protocol]
+        address = self.proxy.address if self.proxy is not None else run.bootstrap
+        self.life = Life(self.name, self.path("jsonl"), time.time())
+        run.lives.append(self.life)
         with self.path("log").open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
                 "tests.integration.member_process",
-                self.proxy.address,
-                GROUP,
-                TOPIC,
+                address,
+                run.group,
+                run.topic,
                 "--record",
                 str(self.path("jsonl")),
                 "--status",
@@ -128,8 +211,10 @@ class Member:
                 str(CLOSE_BOUND),
                 "--net-timeout",
                 str(NET_TIMEOUT),
+                "--protocol",
+                protocol,
                 "--assignor",
-                self.assignor,
+                assignor,
                 cwd=str(REPO),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
@@ -143,6 +228,12 @@ class Member:
             assert self.proc is not None
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
+
+    def ended(self, killed: bool = False) -> None:
+        """The current incarnation is gone (killed, or exited)."""
+        if self.life is not None and self.life.ended is None:
+            self.life.ended = time.time()
+            self.life.killed = killed
 
     def status(self) -> dict[str, object] | None:
         """The status JSON the current incarnation wrote on exit, if any."""
@@ -166,16 +257,14 @@ class ChaosReport:
     """What a run did and which invariants it broke (none, ideally)."""
 
     profile: str
+    broker: str
+    protocol: str
     seed: int
     workdir: Path
-    assignor: str = "range"
     cycles: int = 0
     seconds: float = 0.0
     faults: Counter[str] = field(default_factory=Counter)
-    produced: int = 0
-    handled: int = 0  # handle events, duplicates included
-    distinct: int = 0  # produced records handled at least once
-    lost: int = 0
+    audit: Audit = field(default_factory=Audit)
     longest_stall: float = 0.0
     stall_window: tuple[float, float] = (0.0, 0.0)  # seconds since start
     stall_faults: list[str] = field(default_factory=list)
@@ -185,41 +274,47 @@ class ChaosReport:
     outage_resumed_after: float | None = None
     close_times: list[float] = field(default_factory=list)
     offset_polls: int = 0
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)  # os.getloadavg() at the end
     violations: list[str] = field(default_factory=list)
-
-    @property
-    def duplicated(self) -> int:
-        """Handle events beyond the first of each record."""
-        return self.handled - self.distinct
 
     def format(self) -> str:
         """The human-readable summary ``make chaos`` prints."""
+        a = self.audit
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items()))
-        resumed = (
-            "never"
-            if self.outage_resumed_after is None
-            else f"{self.outage_resumed_after:.1f} s after it ended"
-        )
         closes = (
             f"{len(self.close_times)} calls, longest {max(self.close_times):.2f} s"
             if self.close_times
             else "none"
         )
+        causes = ", ".join(f"{k} {n}" for k, n in sorted(a.repeats.items())) or "-"
+        kills = ", ".join(f"{k.life}: {k.redelivered} of {k.uncommitted}" for k in a.kills) or "-"
         lines = [
-            f"chaos profile {self.profile}, assignor {self.assignor}, seed {self.seed}: "
-            f"{self.cycles} cycles "
-            f"in {self.seconds:.0f} s (files: {self.workdir})",
+            f"chaos profile {self.profile} on {self.broker}, protocol {self.protocol}, "
+            f"seed {self.seed}: {self.cycles} cycles in {self.seconds:.0f} s "
+            f"(load {self.load[0]:.1f}; files: {self.workdir})",
             f"faults: {kinds}",
-            f"records: produced {self.produced}, handled {self.handled}, distinct "
-            f"{self.distinct}, duplicated {self.duplicated}, lost {self.lost}",
+            f"records: produced {a.produced}, handled {a.handled}, distinct {a.distinct}, "
+            f"twice {a.twice}, lost {a.lost}",
+            f"handled twice because: {causes}",
+            f"re-delivered after SIGKILL (of those handled since the last commit): {kills}",
             _stall_line("longest stall", self.longest_stall, self.stall_window, self.stall_faults),
-            _stall_line(
-                "longest stall away from the outage",
-                self.longest_other_stall,
-                self.other_stall_window,
-                self.other_stall_faults,
-            ),
-            f"total outage: consumption resumed {resumed}",
+        ]
+        if self.outage_resumed_after is not None or self.broker == "tansu":
+            resumed = (
+                "never"
+                if self.outage_resumed_after is None
+                else f"{self.outage_resumed_after:.1f} s after it ended"
+            )
+            lines += [
+                _stall_line(
+                    "longest stall away from the outage",
+                    self.longest_other_stall,
+                    self.other_stall_window,
+                    self.other_stall_faults,
+                ),
+                f"total outage: consumption resumed {resumed}",
+            ]
+        lines += [
             f"close(): {closes} (bound {CLOSE_BOUND} s)",
             f"committed offsets polled {self.offset_polls} times",
             f"violations: {len(self.violations)}",
@@ -227,9 +322,27 @@ class ChaosReport:
         ]
         return "\n".join(lines)
 
+    def row(self) -> str:
+        """One line of ``make chaos``'s table."""
+        a = self.audit
+        return (
+            f"| {self.broker} | {self.protocol} | {self.cycles} | {a.produced} | {a.handled} "
+            f"| {a.twice} | {a.lost} | {self.longest_stall:.1f} s | {len(self.violations)} |"
+        )
+
+
+TABLE_HEAD = (
+    "| broker | protocol | cycles | acked | handled | twice | lost | longest stall "
+    "| violations |\n|---|---|---|---|---|---|---|---|---|"
+)
+
 
 class ChaosRun:
-    """One seeded chaos run; :meth:`run` returns its :class:`ChaosReport`."""
+    """One seeded chaos run; :meth:`run` returns its :class:`ChaosReport`.
+
+    ``cluster``: on Kafka, a running 3-node cluster to use (the test suite's); by default
+    the run starts its own (and Tansu runs always do).
+    """
 
     def __init__(
         self,
@@ -237,15 +350,26 @@ class ChaosRun:
         seed: int,
         workdir: Path | None = None,
         log: Callable[[str], None] = print,
-        assignor: str = "range",
+        protocol: str = "eager",
+        cluster: KafkaCluster | None = None,
     ) -> None:
+        if protocol == "consumer" and profile.broker != "kafka":
+            raise ValueError("the consumer protocol (KIP-848) runs on Apache Kafka only")
         self.profile = profile
-        self.assignor = assignor
+        self.protocol = protocol
         self.rng = random.Random(seed)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
-        self.report = ChaosReport(profile.name, seed, self.workdir, assignor)
+        self.report = ChaosReport(profile.name, profile.broker, protocol, seed, self.workdir)
         self._log = log
+        self._cluster = cluster
+        suffix = "" if cluster is None else f"-{uuid.uuid4().hex[:8]}"
+        self.group, self.topic = f"chaos{suffix}", f"chaos-events{suffix}"
+        self.partitions = profile.partitions
+        self.bootstrap = ""  # where members (Kafka), the producer and the monitor connect
+        self._tansu_port = 0  # the embedded broker's port, behind the members' proxies
         self.members: list[Member] = []
+        self.lives: list[Life] = []
+        self.faults: BrokerFaults | None = None
         self.produced: dict[tuple[int, int], float] = {}  # (partition, offset) -> acked at
         self.committed: dict[int, int] = {}  # highest committed offset seen per partition
         self.fault_log: list[tuple[float, float, str]] = []  # (start, end, what)
@@ -270,28 +394,29 @@ class ChaosRun:
         """Start everything, run the cycles, drain, stop, check. Cleans up on any failure."""
         self._start = time.time()
         p = self.profile
-        async with EmbeddedBroker() as broker, contextlib.AsyncExitStack() as stack:
-            await broker.create_topic(TOPIC, p.partitions)
+        async with self._brokers() as stack:
             for i in range(p.max_members):
-                proxy = await stack.enter_async_context(FaultProxy(broker.port))
-                self.members.append(Member(i, proxy, self.workdir, self.assignor))
+                proxy = None
+                if p.broker == "tansu":
+                    proxy = await stack.enter_async_context(FaultProxy(self._tansu_port))
+                self.members.append(Member(i, self, proxy))
             stop_producing = asyncio.Event()
             background: list[asyncio.Task[None]] = []
             try:
                 for m in self.members[: p.min_members]:
                     await m.start()
-                background.append(asyncio.create_task(self._produce(broker, stop_producing)))
-                background.append(asyncio.create_task(self._monitor(broker)))
+                background.append(asyncio.create_task(self._produce(stop_producing)))
+                background.append(asyncio.create_task(self._monitor()))
                 await self._warm_up()
                 for i in range(p.cycles):
                     await self._cycle(i)
                     self.report.cycles += 1
                 stop_producing.set()
                 await background[0]
-                await self._drain(broker)
+                await self._drain()
                 await asyncio.gather(*(self._leave(m) for m in self.members if m.alive))
                 background[1].cancel()
-                await self._final_check(broker)
+                await self._final_check()
             finally:
                 stop_producing.set()
                 for task in background:
@@ -301,12 +426,45 @@ class ChaosRun:
                     m.signal(signal.SIGKILL)
                     if m.proc is not None:
                         await m.proc.wait()
+                        m.ended()
             self._account()
         self.report.seconds = time.time() - self._start
+        self.report.load = os.getloadavg()
         return self.report
 
-    async def _produce(self, broker: EmbeddedBroker, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    @contextlib.asynccontextmanager
+    async def _brokers(self) -> AsyncIterator[contextlib.AsyncExitStack]:
+        """The broker(s) for the run, and an exit stack for what lives as long."""
+        p = self.profile
+        async with contextlib.AsyncExitStack() as stack:
+            if p.broker == "tansu":
+                broker = await stack.enter_async_context(EmbeddedBroker())
+                self.bootstrap = broker.bootstrap
+                self._tansu_port = broker.port
+                await broker.create_topic(self.topic, p.partitions)
+            else:
+                cluster = self._cluster
+                if cluster is None:
+                    cluster = KafkaCluster(nodes=3)
+                    await stack.enter_async_context(cluster)
+                self.bootstrap = cluster.bootstrap
+                await cluster.create_topic(self.topic, p.partitions, replication_factor=3)
+                faults = BrokerFaults(cluster, self.topic, self.group, self.rng, self.log)
+                self.faults = await stack.enter_async_context(faults)
+                await faults.healthy()
+            yield stack
+
+    @property
+    def _seeds(self) -> list[str]:
+        return self.bootstrap.split(",")
+
+    async def _produce(self, stop: asyncio.Event) -> None:
+        # Partitions added during the run are produced to once the producer's metadata
+        # shows them (refreshed every second).
+        settings: dict[str, object] = {"linger_ms": 5, "metadata_max_age_ms": 1000}
+        if self.profile.broker == "kafka":
+            settings.update(acks="all", enable_idempotence=True, request_timeout_ms=15000)
+        producer = AIOKafkaProducer(bootstrap_servers=self._seeds, **settings)
         await producer.start()
         tick = 0.1
         per_tick = max(1, round(self.profile.rate * tick))
@@ -314,27 +472,34 @@ class ChaosRun:
             n = 0
             while not stop.is_set():
                 futures = []
+                known = len(await producer.partitions_for(self.topic))
                 for _ in range(per_tick):
-                    futures.append(
-                        await producer.send(TOPIC, b"%d" % n, partition=n % self.profile.partitions)
-                    )
+                    partition = n % min(known, self.partitions)
+                    futures.append(await producer.send(self.topic, b"%d" % n, partition=partition))
                     n += 1
-                for sent in await asyncio.gather(*futures):
-                    self.produced[(sent.partition, sent.offset)] = time.time()
+                for sent in await asyncio.gather(*futures, return_exceptions=True):
+                    if not isinstance(sent, BaseException):  # not acknowledged: not promised
+                        self.produced[(sent.partition, sent.offset)] = time.time()
                 await asyncio.sleep(tick)
         finally:
             await producer.stop()
 
-    async def _monitor(self, broker: EmbeddedBroker) -> None:
+    async def _monitor(self) -> None:
         """Poll committed offsets; any that moves backwards breaks an invariant."""
-        async with Client([broker.bootstrap], cg.Config(client_id="chaos-monitor")) as client:
+        failing = False
+        async with Client(self._seeds, cg.Config(client_id="chaos-monitor")) as client:
             while True:
                 try:
-                    committed = await committed_offsets(client, self.profile.partitions)
-                except Exception as exc:  # the broker is never faulted; say so, keep polling
-                    self.log(f"monitor: OffsetFetch failed: {exc!r}")
+                    committed = await committed_offsets(client, self.group, self.topic)
+                except ConsumerGroupError as exc:  # a broker may be down: say so, keep polling
+                    if not failing:
+                        self.log(f"monitor: OffsetFetch failed (until said otherwise): {exc!r}")
+                    failing = True
                     await asyncio.sleep(0.5)
                     continue
+                if failing:
+                    self.log("monitor: OffsetFetch answered again")
+                failing = False
                 self.report.offset_polls += 1
                 for partition, offset in committed.items():
                     seen = self.committed.get(partition, -1)
@@ -351,7 +516,7 @@ class ChaosRun:
     async def _cycle(self, i: int) -> None:
         p = self.profile
         alive = [m for m in self.members if m.alive]
-        if i == p.cycles // 2:
+        if p.outage and i == p.cycles // 2:
             await self._outage()
             await self._check_members()
             return
@@ -366,29 +531,99 @@ class ChaosRun:
         await asyncio.sleep(self.rng.uniform(*p.settle_s))
 
     def _draw(self, alive: int) -> str:
-        """The next fault from the deck that fits the member count (others wait their turn)."""
+        """The next fault from the deck that fits (others wait their turn)."""
+        p = self.profile
         if not self._deck:
-            self._deck = list(FAULTS)
-            self.rng.shuffle(self._deck)
+            self._deck = list(p.faults)
+            if not p.ordered:
+                self.rng.shuffle(self._deck)
+        if p.ordered:  # the profile's own scenario: no draw
+            return self._deck.pop(0)
         for kind in self._deck:
-            if (kind == "join" and alive >= self.profile.max_members) or (
-                kind == "leave" and alive <= self.profile.min_members
+            if (
+                (kind == "join" and alive >= p.max_members)
+                or (kind == "leave" and alive <= p.min_members)
+                or (kind == "add_partitions" and self.partitions >= p.max_partitions)
             ):
                 continue
             self._deck.remove(kind)
             return kind
-        return "cut"  # only join/leave are left and neither fits: a cut keeps the pace
+        # Only what does not fit is left: a fault that always fits keeps the pace.
+        return "cut" if p.broker == "tansu" else "kill9"
 
     async def _inject(self, kind: str, m: Member, length: float) -> str:
         """Apply one fault, wait it out, heal; returns a description for the log."""
+        if self.faults is not None and kind in ("bounce", "kill_leader", "kill_coordinator"):
+            self.log(f"{kind} ...")
+            if kind == "bounce":
+                what = await self.faults.bounce()
+            elif kind == "kill_leader":
+                what = await self.faults.kill_leader(length)
+            else:
+                what = await self.faults.kill_coordinator(length)
+            self.log(what)
+            return what
+        if self.faults is not None and kind == "add_partitions":
+            what, self.partitions = await self.faults.add_partitions()
+            self.log(what)
+            return what
         proxy = m.proxy
+        what = f"{kind} {m.name}"
+        if kind in NETWORK_FAULTS:
+            assert proxy is not None, f"{kind} needs the member's proxy (Tansu profiles)"
+            what, length = self._network_fault(kind, m, proxy, length)
+        elif kind == "kill9":
+            what += f", restart after {length:.1f}s"
+            m.expect_exit = True
+            m.signal(signal.SIGKILL)
+            assert m.proc is not None
+            await m.proc.wait()
+            m.ended(killed=True)
+            await self._committed_at_kill(m)
+        elif kind == "sigstop":
+            # Past the session timeout (on Tansu: sometimes), the group must move on
+            # without the member and take it back once it wakes.
+            low = SESSION_TIMEOUT + 1.0 if self.faults is not None else length
+            length = self.rng.uniform(low, SESSION_TIMEOUT + 3.0)
+            what += f" for {length:.1f}s"
+            m.frozen = True
+            m.signal(signal.SIGSTOP)
+        elif kind == "join":
+            m = next(s for s in self.members if not s.alive)
+            await m.start()
+            what = f"join {m.name}"
+        elif kind == "leave":
+            what = f"leave {m.name}"
+        self.log(what)
+        if kind == "leave":
+            await self._leave(m)
+            return what
+        frozen_at = time.time()
+        await asyncio.sleep(length)
+        if proxy is not None:
+            await proxy.heal()
+        if kind == "sigstop":
+            m.frozen = False
+            m.signal(signal.SIGCONT)
+            if m.life is not None:
+                m.life.freezes.append((frozen_at, time.time()))
+        elif kind == "kill9":
+            await m.start()
+        return what
+
+    def _network_fault(
+        self, kind: str, m: Member, proxy: FaultProxy, length: float
+    ) -> tuple[str, float]:
+        """Start one of the Tansu profile's network faults (healed by the caller): its
+        description and how long it lasts."""
         what = f"{kind} {m.name}"
         if kind == "cut":
             proxy.cut()
         elif kind == "cut_all":
             what = kind
             for other in self.members:
-                other.proxy.cut()
+                if other.proxy is not None:
+                    other.proxy.cut()
         elif kind == "refuse":
             what += f" for {length:.1f}s"
             proxy.stop_listening()
@@ -405,46 +640,33 @@ class ChaosRun:
             length = self.rng.uniform(length, NET_TIMEOUT + 4.0)
             what += f" for {length:.1f}s"
             proxy.blackhole()
-        elif kind == "kill9":
-            what += f", restart after {length:.1f}s"
-            m.expect_exit = True
-            m.signal(signal.SIGKILL)
-        elif kind == "sigstop":
-            # Sometimes past the session timeout: the group must move on and take it back.
-            length = self.rng.uniform(length, 9.0)
-            what += f" for {length:.1f}s"
-            m.frozen = True
-            m.signal(signal.SIGSTOP)
-        elif kind == "join":
-            m = next(s for s in self.members if not s.alive)
-            await m.start()
-            what = f"join {m.name}"
-        elif kind == "leave":
-            what = f"leave {m.name}"
-        self.log(what)
-        if kind == "leave":
-            await self._leave(m)
-            return what
-        await asyncio.sleep(length)
-        await proxy.heal()
-        if kind == "sigstop":
-            m.frozen = False
-            m.signal(signal.SIGCONT)
-        elif kind == "kill9":
-            assert m.proc is not None
-            await m.proc.wait()
-            await m.start()
-        return what
+        return what, length
+
+    async def _committed_at_kill(self, m: Member) -> None:
+        """The group's commits right after a SIGKILL: what the member had got committed."""
+        assert m.life is not None
+        async with Client(self._seeds, cg.Config(client_id="chaos-kill")) as client:
+            for _ in range(20):
+                try:
+                    m.life.committed_at_kill = await committed_offsets(
+                        client, self.group, self.topic
+                    )
+                    return
+                except ConsumerGroupError:
+                    await asyncio.sleep(0.25)
+        self.log(f"could not read the commits after killing {m.name}: its bound is loose")
 
     async def _outage(self) -> None:
         """Every proxy cuts and refuses everything for ``profile.outage`` seconds."""
         started = time.time()
         self.log(f"total outage for {self.profile.outage:.0f}s")
         for m in self.members:
+            assert m.proxy is not None
             m.proxy.stop_listening()
             m.proxy.cut()
         await asyncio.sleep(self.profile.outage)
         for m in self.members:
+            assert m.proxy is not None
             await m.proxy.heal()
         self._outage_end = time.time()
         self._outage_window = (started, self._outage_end)
@@ -465,7 +687,9 @@ class ChaosRun:
             self.violation(f"{m.name} did not exit within {CLOSE_BOUND + 15.0}s of SIGTERM")
             m.signal(signal.SIGKILL)
             await m.proc.wait()
+            m.ended(killed=True)
             return
+        m.ended()
         self._judge_status(m, asked=True)
 
     def _judge_status(self, m: Member, asked: bool) -> None:
@@ -496,36 +720,47 @@ class ChaosRun:
         """A member that exited without being told to is a failure; replace it."""
         for m in self.members:
             if m.proc is not None and m.proc.returncode is not None and not m.expect_exit:
+                m.ended()
                 self._judge_status(m, asked=False)
                 await m.start()
 
     # ------------------------------------------------------------- the end
+
+    def _handled(self) -> set[tuple[int, int]]:
+        """Every (partition, offset) some member recorded as handled."""
+        handled: set[tuple[int, int]] = set()
+        for path in self.workdir.glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if "p" in event:
+                        handled.update((event["p"], o) for o in event["offsets"])
+        return handled
 
     async def _warm_up(self) -> None:
         """Faults start once the group consumes (the first join takes a few seconds)."""
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline:
             await self._check_members()
-            handled = {(p, o) for p, o, _ in self._handled()}
-            if handled and self.produced and handled >= set(self.produced):
+            if self.produced and self._handled() >= set(self.produced):
                 self._warm = time.time()
                 self.log(f"group consuming; {self.profile.cycles} fault cycles follow")
                 return
             await asyncio.sleep(0.5)
         self.violation("the group did not start consuming within 60s (before any fault)")
 
-    async def _drain(self, broker: EmbeddedBroker) -> None:
+    async def _drain(self) -> None:
         """Wait (bounded) until every produced record is handled and committed."""
         for m in self.members:
-            await m.proxy.heal()
+            if m.proxy is not None:
+                await m.proxy.heal()
         await self._check_members()
         self.log("faults over; draining")
-        end = await end_offsets(broker.bootstrap, self.profile.partitions)
+        end = await end_offsets(self.bootstrap, self.topic, self.partitions)
         deadline = time.monotonic() + self.profile.drain_timeout
         while time.monotonic() < deadline:
             await self._check_members()
-            handled = {(p, o) for p, o, _ in self._handled()}
-            if self.produced.keys() <= handled and all(
+            if self.produced.keys() <= self._handled() and all(
                 self.committed.get(p, -1) >= end[p] for p in end
             ):
                 self.log("drained")
@@ -533,13 +768,13 @@ class ChaosRun:
             await asyncio.sleep(1.0)
         self.violation(f"not drained within {self.profile.drain_timeout}s")
 
-    async def _final_check(self, broker: EmbeddedBroker) -> None:
+    async def _final_check(self) -> None:
         for m in self.members:
-            if m.incarnation and not m.proxy.rewrites:
+            if m.proxy is not None and m.incarnation and not m.proxy.rewrites:
                 self.violation(f"member slot {m.index} never had its broker address rewritten")
-        end = await end_offsets(broker.bootstrap, self.profile.partitions)
-        async with Client([broker.bootstrap], cg.Config(client_id="chaos-check")) as client:
-            committed = await committed_offsets(client, self.profile.partitions)
+        end = await end_offsets(self.bootstrap, self.topic, self.partitions)
+        async with Client(self._seeds, cg.Config(client_id="chaos-check")) as client:
+            committed = await committed_offsets(client, self.group, self.topic)
         for partition, high in sorted(end.items()):
             if committed.get(partition) != high:
                 self.violation(
@@ -547,34 +782,14 @@ class ChaosRun:
                     f"!= end offset {high} (Fetch high watermark)"
                 )
 
-    def _handled(self) -> list[tuple[int, int, float]]:
-        """Every handle event ``(partition, offset, time)`` in every member's record file."""
-        events = []
-        for path in sorted(self.workdir.glob("*.jsonl")):
-            for line in path.read_text().splitlines():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # the torn last line of a killed member
-                if "p" in event:
-                    events.extend((event["p"], o, event["t"]) for o in event["offsets"])
-        return events
-
     def _account(self) -> None:
-        """Produced/handled/duplicated/lost, the longest stall, the outage recovery."""
+        """The ledger's numbers and invariants, the longest stall, the outage recovery."""
         r = self.report
-        events = self._handled()
-        first: dict[tuple[int, int], float] = {}
-        for p, o, t in events:
-            if (p, o) in self.produced:
-                first[(p, o)] = min(t, first.get((p, o), t))
-        r.produced = len(self.produced)
-        r.handled = sum(1 for p, o, _ in events if (p, o) in self.produced)
-        r.distinct = len(first)
-        r.lost = r.produced - r.distinct
-        if r.lost:
-            missing = sorted(set(self.produced) - set(first))
-            self.violation(f"{r.lost} produced records never handled, e.g. {missing[:5]}")
+        hard = self.faults.hard_kills if self.faults is not None else []
+        r.audit = audit(self.lives, self.produced, hard, time.time())
+        for v in r.audit.violations:
+            self.violation(v)
+        first = r.audit.first
         self._stall(first)
         if self._outage_end is not None:
             after = [t for t in first.values() if t >= self._outage_end]
@@ -618,10 +833,21 @@ class ChaosRun:
         return gap, (start - self._start, end - self._start), faults
 
 
-async def committed_offsets(client: Client, partitions: int) -> dict[int, int]:
-    """The group's committed offsets (OffsetFetch; -1 where none)."""
-    conn = await client.coordinator(GROUP)
-    resp = await conn.send(OffsetFetchRequest(GROUP, [(TOPIC, list(range(partitions)))]))
+async def committed_offsets(client: Client, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of every partition of ``topic`` (OffsetFetch; -1
+    where none); a coordinator that moved is looked up again on the next call."""
+    await client.refresh_metadata(topic)
+    partitions = client.cached_partitions(topic) or []
+    try:
+        conn = await client.coordinator(group)
+        resp = await conn.send(OffsetFetchRequest(group, [(topic, partitions)]))
+    except ConsumerGroupError:
+        client.invalidate_coordinator(group)
+        raise
+    code = getattr(resp, "error_code", 0)
+    if code:
+        client.invalidate_coordinator(group)
+        raise cg.ConsumerGroupError(f"OffsetFetch answered error {code}")
     out: dict[int, int] = {}
     for _topic, parts in resp.topics:
         for partition, offset, _metadata, code in parts:
@@ -630,18 +856,18 @@ async def committed_offsets(client: Client, partitions: int) -> dict[int, int]:
     return out
 
 
-async def end_offsets(bootstrap: str, partitions: int) -> dict[int, int]:
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """Each partition's log end, read from a Fetch's high watermark (not ListOffsets: Tansu)."""
     config = cg.Config(client_id="chaos-end")
     config.consumer.max_wait_time = 0.1
-    async with cg.Consumer([bootstrap], config) as consumer:
+    async with cg.Consumer(bootstrap.split(","), config) as consumer:
         pcs = await consumer.consume_partitions(
-            {(TOPIC, p): cg.OFFSET_NEWEST for p in range(partitions)}
+            {(topic, p): cg.OFFSET_NEWEST for p in range(partitions)}
         )
         await wait_for(
             lambda: all(pc.high_water_mark_offset >= 0 for pc in pcs.values()), 30, "the ends"
         )
-        ends = {p: pcs[(TOPIC, p)].high_water_mark_offset for p in range(partitions)}
+        ends = {p: pcs[(topic, p)].high_water_mark_offset for p in range(partitions)}
         for pc in pcs.values():
             await pc.close()
     return ends

@@ -1,6 +1,9 @@
-"""The short chaos profile (11 fault cycles, 3-4 member processes) as part of ``make test``.
+"""The short chaos profiles as part of ``make test``: on the embedded broker (11 network and
+member fault cycles, 3-4 member processes) and on the suite's 3-node Apache Kafka (every
+broker and member fault once: a rolling restart, a partition leader and the coordinator
+killed, partitions added, members killed, frozen, joining and leaving), for each protocol.
 
-``make chaos`` runs the long one. Reproduce a run with ``CHAOS_SEED=<seed>``; the
+``make chaos`` runs the long ones. Reproduce a run with ``CHAOS_SEED=<seed>``; the
 members' record, status and log files stay in the directory the report names when
 the run breaks an invariant.
 """
@@ -12,17 +15,36 @@ import shutil
 
 import pytest
 
+from consumergroup.testing import KafkaCluster
 from tests.chaos.driver import PROFILES, ChaosRun
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
+SEED = int(os.environ.get("CHAOS_SEED", "20261123"))
 
-@pytest.mark.timeout(420)
-async def test_short_chaos_profile_keeps_every_invariant() -> None:
-    seed = int(os.environ.get("CHAOS_SEED", "20261123"))
-    run = ChaosRun(PROFILES["short"], seed)
+
+async def _passes(run: ChaosRun) -> None:
     report = await run.run()
     print(report.format())
     assert not report.violations, report.format()
-    assert report.cycles == PROFILES["short"].cycles
+    assert report.cycles == run.profile.cycles
     shutil.rmtree(run.workdir)  # kept when an invariant broke, for the post-mortem
+
+
+@pytest.mark.timeout(420)
+async def test_short_chaos_profile_keeps_every_invariant() -> None:
+    await _passes(ChaosRun(PROFILES["tansu"]["short"], SEED))
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(480)
+@pytest.mark.xdist_group("kafka3")  # the worker's one 3-node cluster, shared
+@pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
+async def test_short_kafka_chaos_profile_keeps_every_invariant(
+    kafka_cluster3: KafkaCluster, protocol: str
+) -> None:
+    """On a 3-node cluster (a replicated one: leader elections, coordinator moves, clean
+    and hard restarts exist only there; the embedded broker is one node)."""
+    await _passes(
+        ChaosRun(PROFILES["kafka"]["short"], SEED, protocol=protocol, cluster=kafka_cluster3)
+    )

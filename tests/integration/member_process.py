@@ -1,7 +1,10 @@
 """A group member in its own process, for crash and chaos tests.
 
 ``python -m tests.integration.member_process BOOTSTRAP GROUP TOPIC`` prints one JSON
-line per event to stdout: claims, and the offsets of each batch once committed.
+line per event to stdout: ``{"claims": {topic: [partition]}}`` when partitions are
+assigned, ``{"revoked": [...]}`` / ``{"lost": [...]}`` when they go, and
+``{"p": partition, "offsets": [...]}`` for each batch handled; each with ``"t"``, the
+time it happened.
 ``--instance-id ID`` makes it a static member (``consumer.group.instance_id``);
 ``--protocol consumer`` a member on the consumer group protocol (KIP-848).
 
@@ -60,6 +63,11 @@ class Printer(cg.ConsumerGroupHandler):
         # A cooperative session's claims change without a new setup().
         self._emit({"claims": session.claims, "t": time.time()})
 
+    async def on_revoked(
+        self, session: cg.ConsumerGroupSession, partitions: Sequence[tuple[str, int]]
+    ) -> None:
+        self._emit({"revoked": [p for _, p in partitions], "t": time.time()})
+
     async def on_lost(self, partitions: Sequence[tuple[str, int]]) -> None:
         self._emit({"lost": [p for _, p in partitions], "t": time.time()})
 
@@ -98,7 +106,7 @@ async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     config = make_config(net__dial_timeout=2.0, net__read_timeout=args.net_timeout)
     if args.protocol == "classic":
         config.consumer.group.rebalance.strategies = [ASSIGNORS[args.assignor]()]
-    member = cg.ConsumerGroup([args.bootstrap], args.group, config)
+    member = cg.ConsumerGroup(args.bootstrap.split(","), args.group, config)
     run = asyncio.create_task(member.run([args.topic], Printer(sink, False)), name="run")
     stopping = asyncio.create_task(stop.wait(), name="stop-wait")
     orphan = asyncio.create_task(_exit_with_parent(stop), name="parent-watch")

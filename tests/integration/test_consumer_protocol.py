@@ -187,7 +187,7 @@ class ConsumerChild(Child):
                 self.claims.append(event["claims"])
             elif "lost" in event:
                 self.lost.append(event["lost"])
-            else:
+            elif "p" in event:  # a handled batch (not a revoked event)
                 self.seen.extend((self.topic, event["p"], o) for o in event["offsets"])
 
     def signal(self, signum: int) -> None:

@@ -78,7 +78,7 @@ class Child:
             event = json.loads(line)
             if "claims" in event:
                 self.claims.append(event["claims"])
-            else:
+            elif "p" in event:  # a handled batch (not a revoked or lost event)
                 self.seen.extend((self.topic, event["p"], o) for o in event["offsets"])
 
     def owned(self) -> int:

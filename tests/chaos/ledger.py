@@ -1,0 +1,266 @@
+"""What a chaos run's members did, read back from their record files, and what it proves.
+
+Every member process (one *life*: one incarnation of a member slot) appends JSON lines
+to its own record file: ``{"claims": {topic: [partitions]}, "t"}`` when it is assigned
+partitions, ``{"revoked": [...], "t"}`` / ``{"lost": [...], "t"}`` when they go, and
+``{"p", "offsets", "t"}`` for each handled batch (written before the batch is marked, so
+every committed offset was recorded first). The driver adds what it did to each life:
+when it was killed (SIGKILL) and the group's committed offsets right after, when it was
+frozen (SIGSTOP), and the windows in which a broker was down hard.
+
+From those, :func:`audit` computes the run's numbers and the invariants that concern
+records and ownership:
+
+* **lost**: produced (acknowledged) records that no member handled;
+* **ownership**: no partition owned by two lives at once (a life's ownership of a
+  partition runs from its ``claims`` to its ``revoked``/``lost``, or its death);
+* **repeats** (records handled more than once), each attributed to what explains it: a
+  member killed with SIGKILL (at most what it had handled since its last successful
+  commit), a member frozen past its session (whose partitions moved on), a broker
+  killed hard (a coordinator that does not answer for longer than a session). A repeat
+  nothing explains is a violation: clean broker restarts, graceful joins and leaves and
+  partitions added must repeat nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Seconds a record handled before a hard broker kill may still be re-read because of it
+#: (the commits since the last one that got through before the broker went).
+HARD_KILL_LEAD = 3.0
+
+
+@dataclass
+class Life:
+    """One member process: its record file and what the driver did to it."""
+
+    name: str
+    records: Path
+    started: float
+    ended: float | None = None  # when it was killed, or exited
+    killed: bool = False  # SIGKILL
+    #: the group's committed offsets (partition -> offset) right after the SIGKILL
+    committed_at_kill: dict[int, int] = field(default_factory=dict)
+    freezes: list[tuple[float, float]] = field(default_factory=list)  # SIGSTOP..SIGCONT
+
+
+@dataclass
+class Span:
+    """One life's ownership of one partition."""
+
+    life: str
+    partition: int
+    start: float
+    end: float
+    how: str  # "revoked", "lost", "killed", "exited"
+
+
+@dataclass
+class KillBound:
+    """A SIGKILLed life: what it had handled since the last commit, and what was re-read."""
+
+    life: str
+    uncommitted: int  # handled by it and not committed when it died
+    redelivered: int  # of those, handled again by a later life
+
+
+@dataclass
+class Audit:
+    """The numbers and the broken invariants of one run."""
+
+    produced: int = 0
+    handled: int = 0  # handle events of produced records, repeats included
+    distinct: int = 0
+    lost: int = 0
+    repeats: Counter[str] = field(default_factory=Counter)  # cause -> records handled again
+    kills: list[KillBound] = field(default_factory=list)
+    overlaps: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    #: (partition, offset) -> first time handled, for the stall computation
+    first: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    @property
+    def twice(self) -> int:
+        """Handle events beyond the first of each record."""
+        return self.handled - self.distinct
+
+
+def read_events(path: Path) -> list[dict[str, object]]:
+    """A record file's events (a killed member's torn last line is skipped)."""
+    events: list[dict[str, object]] = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return events
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def _partitions(claims: object) -> set[int]:
+    assert isinstance(claims, dict)
+    return {p for parts in claims.values() for p in parts}
+
+
+def spans(life: Life, events: list[dict[str, object]], now: float) -> list[Span]:
+    """The life's ownership spans, from its claims/revoked/lost events and its death.
+
+    A partition lost after a freeze stopped being this life's when the freeze began: the
+    group gave it away while the process could not run (what it handled once it ran
+    again shows up as repeats, attributed to the freeze).
+    """
+    out: list[Span] = []
+    owned: dict[int, float] = {}
+
+    def close(partition: int, at: float, how: str) -> None:
+        start = owned.pop(partition)
+        if how == "lost":
+            frozen = [f0 for f0, _ in life.freezes if start <= f0 <= at]
+            at = min(frozen, default=at)
+        out.append(Span(life.name, partition, start, max(at, start), how))
+
+    last = life.started
+    for event in events:
+        t = event.get("t")
+        if not isinstance(t, float | int):
+            continue
+        last = float(t)
+        if "claims" in event:
+            now_owned = _partitions(event["claims"])
+            for p in now_owned - owned.keys():
+                owned[p] = last
+            for p in set(owned) - now_owned:
+                close(p, last, "revoked")
+        for how in ("revoked", "lost"):
+            gone = event.get(how)
+            if isinstance(gone, list):
+                for p in gone:
+                    if p in owned:
+                        close(p, last, how)
+    end = life.ended if life.ended is not None else now
+    for p in list(owned):
+        close(p, max(end, last), "killed" if life.killed else "exited")
+    return out
+
+
+def audit(
+    lives: list[Life],
+    produced: dict[tuple[int, int], float],
+    hard_kills: list[tuple[float, float]],
+    now: float,
+) -> Audit:
+    """Account for every produced record and check the record invariants (see the module)."""
+    a = Audit(produced=len(produced))
+    handles: dict[tuple[int, int], list[tuple[float, str]]] = defaultdict(list)
+    all_spans: list[Span] = []
+    by_name = {life.name: life for life in lives}
+    for life in lives:
+        events = read_events(life.records)
+        all_spans.extend(spans(life, events, now))
+        for event in events:
+            offsets = event.get("offsets")
+            if "p" in event and isinstance(offsets, list):
+                p, t = event["p"], event["t"]
+                assert isinstance(p, int) and isinstance(t, float | int)
+                for o in offsets:
+                    if (p, o) in produced:
+                        handles[(p, o)].append((float(t), life.name))
+    for key, seen in handles.items():
+        seen.sort()
+        a.handled += len(seen)
+        a.first[key] = seen[0][0]
+    a.distinct = len(handles)
+    a.lost = a.produced - a.distinct
+    if a.lost:
+        missing = sorted(set(produced) - set(handles))
+        a.violations.append(f"{a.lost} acknowledged records never handled, e.g. {missing[:5]}")
+    _check_ownership(a, all_spans)
+    _attribute_repeats(a, handles, by_name, hard_kills)
+    _bound_kills(a, handles, by_name, all_spans)
+    return a
+
+
+def _check_ownership(a: Audit, all_spans: list[Span]) -> None:
+    by_partition: dict[int, list[Span]] = defaultdict(list)
+    for span in all_spans:
+        by_partition[span.partition].append(span)
+    for partition, owned in sorted(by_partition.items()):
+        owned.sort(key=lambda s: s.start)
+        for i, s in enumerate(owned):
+            for later in owned[i + 1 :]:
+                if later.start >= s.end:
+                    break
+                if later.life != s.life:
+                    a.overlaps.append(
+                        f"partition {partition}: owned by {s.life} ({s.how} at "
+                        f"{s.end:.3f}) and {later.life} (from {later.start:.3f}) at once"
+                    )
+    a.violations.extend(a.overlaps)
+
+
+def _attribute_repeats(
+    a: Audit,
+    handles: dict[tuple[int, int], list[tuple[float, str]]],
+    lives: dict[str, Life],
+    hard_kills: list[tuple[float, float]],
+) -> None:
+    unexplained: list[str] = []
+    for (p, o), seen in handles.items():
+        t1, first = seen[0]
+        life = lives[first]
+        for t2, _again in seen[1:]:
+            if life.killed and life.ended is not None and t2 >= life.ended:
+                cause = "member killed"
+            elif any(t1 <= f1 and f0 <= t2 for f0, f1 in life.freezes):
+                cause = "member frozen"
+            elif any(h0 - HARD_KILL_LEAD <= t1 <= h1 and t2 >= h0 for h0, h1 in hard_kills):
+                cause = "broker killed"
+            else:
+                cause = "unexplained"
+                if len(unexplained) < 5:
+                    unexplained.append(f"{p}/{o} by {first} at {t1:.3f}, again at {t2:.3f}")
+            a.repeats[cause] += 1
+    if a.repeats["unexplained"]:
+        a.violations.append(
+            f"{a.repeats['unexplained']} records handled twice with no member killed or frozen "
+            f"and no broker killed to explain it, e.g. {'; '.join(unexplained)}"
+        )
+
+
+def _bound_kills(
+    a: Audit,
+    handles: dict[tuple[int, int], list[tuple[float, str]]],
+    lives: dict[str, Life],
+    all_spans: list[Span],
+) -> None:
+    """A SIGKILLed life re-delivers at most what it handled since its last commit."""
+    for life in lives.values():
+        if not life.killed or life.ended is None:
+            continue
+        died = life.ended
+        owned = {s.partition for s in all_spans if s.life == life.name and s.how == "killed"}
+        top: dict[int, int] = {}
+        redelivered = 0
+        for (p, o), seen in handles.items():
+            if not any(name == life.name for _, name in seen):
+                continue
+            if p in owned:
+                top[p] = max(top.get(p, -1), o)
+            if any(t > died and name != life.name for t, name in seen):
+                redelivered += 1
+        uncommitted = sum(
+            max(0, high + 1 - max(life.committed_at_kill.get(p, 0), 0)) for p, high in top.items()
+        )
+        a.kills.append(KillBound(life.name, uncommitted, redelivered))
+        if redelivered > uncommitted:
+            a.violations.append(
+                f"{life.name} (SIGKILL) had handled {uncommitted} records since its last "
+                f"commit, and {redelivered} of its records were handled again"
+            )

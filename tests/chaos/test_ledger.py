@@ -1,0 +1,80 @@
+"""The chaos ledger finds what it must: lost records, two owners at once, unexplained
+repeats, a killed member re-delivering more than it had not committed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.chaos.ledger import Life, audit
+
+PRODUCED = {(0, o): 100.0 for o in range(10)}
+
+
+def life(tmp_path: Path, name: str, events: list[dict[str, object]], **kw: object) -> Life:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events) + '{"torn')
+    started = kw.pop("started", 100.0)
+    assert isinstance(started, float)
+    return Life(name, path, started, **kw)  # type: ignore[arg-type]
+
+
+def handled(offsets: range, t: float) -> dict[str, object]:
+    return {"p": 0, "offsets": list(offsets), "t": t}
+
+
+def test_a_clean_hand_over_is_no_violation(tmp_path: Path) -> None:
+    a = life(
+        tmp_path,
+        "a",
+        [
+            {"claims": {"t": [0]}, "t": 101.0},
+            handled(range(5), 102.0),
+            {"revoked": [0], "t": 103.0},
+        ],
+    )
+    b = life(tmp_path, "b", [{"claims": {"t": [0]}, "t": 104.0}, handled(range(5, 10), 105.0)])
+    result = audit([a, b], PRODUCED, [], now=110.0)
+    assert (result.handled, result.twice, result.lost, result.violations) == (10, 0, 0, [])
+
+
+def test_lost_records_two_owners_and_an_unexplained_repeat_are_violations(tmp_path: Path) -> None:
+    a = life(tmp_path, "a", [{"claims": {"t": [0]}, "t": 101.0}, handled(range(5), 102.0)])
+    b = life(tmp_path, "b", [{"claims": {"t": [0]}, "t": 103.0}, handled(range(3, 8), 104.0)])
+    result = audit([a, b], PRODUCED, [], now=110.0)
+    assert result.lost == 2  # offsets 8 and 9
+    assert result.twice == 2 and result.repeats["unexplained"] == 2
+    assert len(result.overlaps) == 1
+    assert len(result.violations) == 3
+
+
+def test_a_killed_member_may_repeat_what_it_had_not_committed_and_no_more(
+    tmp_path: Path,
+) -> None:
+    events = [{"claims": {"t": [0]}, "t": 101.0}, handled(range(6), 102.0)]
+    # Offsets 0-3 were committed (4 is the next to read): 4 and 5 may come again.
+    a = life(tmp_path, "a", events, ended=103.0, killed=True, committed_at_kill={0: 4})
+    b = life(tmp_path, "b", [{"claims": {"t": [0]}, "t": 109.0}, handled(range(4, 10), 110.0)])
+    result = audit([a, b], PRODUCED, [], now=111.0)
+    assert result.violations == []
+    assert result.repeats["member killed"] == 2
+    assert [(k.uncommitted, k.redelivered) for k in result.kills] == [(2, 2)]
+    # Committed only up to 2: re-reading from 2 is within the bound, from 1 is not.
+    a.committed_at_kill = {0: 2}
+    b.records.write_text(b.records.read_text().replace("[4, 5,", "[1, 2, 3, 4, 5,"))
+    result = audit([a, b], PRODUCED, [], now=111.0)
+    assert [(k.uncommitted, k.redelivered) for k in result.kills] == [(4, 5)]
+    assert any("SIGKILL" in v for v in result.violations)
+
+
+def test_a_frozen_member_stops_owning_when_the_freeze_began(tmp_path: Path) -> None:
+    events = [
+        {"claims": {"t": [0]}, "t": 101.0},
+        handled(range(5), 102.0),
+        {"lost": [0], "t": 120.0},
+    ]
+    a = life(tmp_path, "a", events, freezes=[(103.0, 119.0)])
+    b = life(tmp_path, "b", [{"claims": {"t": [0]}, "t": 110.0}, handled(range(3, 10), 111.0)])
+    result = audit([a, b], PRODUCED, [], now=121.0)
+    assert result.violations == []
+    assert result.repeats["member frozen"] == 2
