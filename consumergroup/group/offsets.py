@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..consumer._native import load_extension
-from ..errors import ConsumerGroupError, KafkaError, StaleMemberEpochError, error_for_code
+from ..errors import (
+    ConsumerGroupError,
+    KafkaError,
+    StaleMemberEpochError,
+    UnstableOffsetCommitError,
+    error_for_code,
+)
 from ..message import ConsumerMessage
 from ..net.protocol import OffsetCommitRequest, OffsetFetchRequest, offset_fetch_topics
 from ..retry import COORDINATOR_LOST, retrying
@@ -173,6 +179,7 @@ class OffsetManager:
                     list(by_topic.items()),
                     member_id=self.member_id if member else None,
                     member_epoch=self.generation_id if member else -1,
+                    require_stable=stable,
                 )
             )
             top, topics = offset_fetch_topics(resp)
@@ -186,10 +193,20 @@ class OffsetManager:
                     out[(topic, partition)] = (offset, metadata or "")
             return out
 
+        # KIP-447: a read_committed member starts from no offset a transaction has not
+        # decided yet: the coordinator answers UNSTABLE_OFFSET_COMMIT until it is, and the
+        # fetch goes again (up to rebalance.timeout, which a transaction's own timeout
+        # normally ends first).
+        stable = self._config.consumer.isolation_level == "read_committed"
+        unstable_until = time.monotonic() + self._config.consumer.group.rebalance.timeout
         retries = self._config.consumer.offsets.retry.max
         while True:
             try:
                 return await self._with_coordinator("OffsetFetch", attempt)
+            except UnstableOffsetCommitError:
+                if time.monotonic() >= unstable_until:
+                    raise
+                await asyncio.sleep(self._config.consumer.offsets.retry.backoff)
             except StaleMemberEpochError:
                 # A heartbeat moved the member to a newer epoch while this fetch was on
                 # its way: again under the epoch the next heartbeat brings.

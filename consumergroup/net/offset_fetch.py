@@ -11,9 +11,13 @@ message definition (``OffsetFetchRequest.json``; flexible since v6):
 * v9 adds ``member_id`` (nullable) and ``member_epoch`` (-1: none) to each group.
 * v10 names topics by id (not written: v9 is what a member needs).
 
+* v7 (flexible, the classic shape) adds ``require_stable`` (KIP-447): the coordinator
+  answers UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction has committed
+  but not yet decided, instead of the offset before it.
+
 A request without a member goes at v1-v3, as it always did (every broker, Tansu
-included, answers those); one with a member goes at v9, which every broker offering
-the consumer group protocol has.
+included, answers those), or at v7 when it asks for stable offsets; one with a member
+goes at v9, which every broker offering the consumer group protocol has.
 """
 
 from __future__ import annotations
@@ -79,6 +83,29 @@ _RESPONSE_V9 = Schema(
     )
 )
 
+_PARTITION = struct(
+    ("partition_index", Int32),
+    ("committed_offset", Int64),
+    ("committed_leader_epoch", Int32),
+    ("metadata", STR),
+    ("error_code", Int16),
+)
+_REQUEST_V7 = Schema(
+    *tagged(
+        ("group_id", STR),
+        ("topics", struct(("name", STR), ("partition_indexes", CompactArray(Int32)))),
+        ("require_stable", Boolean),
+    )
+)
+_RESPONSE_V7 = Schema(
+    *tagged(
+        ("throttle_time_ms", Int32),
+        ("topics", struct(("name", STR), ("partitions", _PARTITION))),
+        ("error_code", Int16),
+    )
+)
+
+_V7 = request_version("OffsetFetch", 9, 7, _REQUEST_V7, _RESPONSE_V7)
 _V9 = request_version("OffsetFetch", 9, 9, _REQUEST_V9, _RESPONSE_V9)
 _CLASSIC: tuple[type[RequestStruct], ...] = (
     OffsetFetchRequest_v1,
@@ -102,16 +129,25 @@ class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
         *,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> None:
         self.group = consumer_group
         self.partitions = partitions
         self.member_id = member_id
         self.member_epoch = member_epoch
+        self.require_stable = require_stable
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> RequestStruct:
-        """v9 for a member, else the highest of v1-v3 the broker offers."""
+        """v9 for a member, v7 for stable offsets (below it, where the broker has no v7,
+        the offsets are read as they are: such a broker predates KIP-447's transactions),
+        else the highest of v1-v3 the broker offers."""
         low, high = versions.get(self.API_KEY, (0, -1))
-        candidates = (_V9,) if self.member_id is not None else _CLASSIC
+        if self.member_id is not None:
+            candidates: tuple[type[RequestStruct], ...] = (_V9,)
+        elif self.require_stable and low <= 7 <= high:
+            candidates = (_V7,)
+        else:
+            candidates = _CLASSIC
         for cls in reversed(candidates):
             if low <= cls.API_VERSION <= high:
                 return self.build(cls)
@@ -124,7 +160,13 @@ class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
 
     def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for ``request_struct_class``'s version."""
-        if request_struct_class.API_VERSION < 8:
+        version = request_struct_class.API_VERSION
+        if version == 7:
+            named: list[tuple[str, list[int], dict[int, bytes]]] = [
+                (topic, list(parts), {}) for topic, parts in self.partitions
+            ]
+            return request_struct_class(self.group, named, self.require_stable, {})
+        if version < 8:
             return request_struct_class(self.group, self.partitions)
         topics: list[tuple[str, list[int], dict[int, bytes]]] = [
             (topic, list(parts), {}) for topic, parts in self.partitions
@@ -136,16 +178,21 @@ class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
             topics,
             {},
         )
-        return request_struct_class([group], False, {})
+        return request_struct_class([group], self.require_stable, {})
 
 
 # Every version, so codec_versions() shows the range.
-OffsetFetchRequest._CLASSES = (*_CLASSIC, _V9)
+OffsetFetchRequest._CLASSES = (*_CLASSIC, _V7, _V9)
 
 
 def offset_fetch_topics(response: Any) -> tuple[int, FetchedTopics]:
     """An OffsetFetch answer of any version as ``(error code, topics)``: the top-level
     code (v2-v7) or the group's (v8+; the request asked for one group)."""
+    if response.API_VERSION == 7:
+        return response.error_code, [
+            (name, [(p, offset, metadata, err) for p, offset, _epoch, metadata, err, _ in parts])
+            for name, parts, _ in response.topics
+        ]
     if response.API_VERSION < 8:
         return getattr(response, "error_code", 0), response.topics
     _group_id, topics, code, _tags = response.groups[0]

@@ -95,6 +95,8 @@ class TransactionManager:
         self.pending: set[tuple[str, int]] = set()
         # The first error of a batch of this transaction: it can then only abort.
         self.error: BaseException | None = None
+        # A group's offsets were added (AddOffsetsToTxn): the transaction is not empty.
+        self.offsets_added = False
 
     async def init(self) -> None:
         """InitProducerId with the transactional id (fences an older producer with it)."""
@@ -175,6 +177,7 @@ class TransactionManager:
             raise_for_code(resp.error_code, f"AddOffsetsToTxn for group {group.group_id!r}")
 
         await self._at_coordinator("AddOffsetsToTxn", add)
+        self.offsets_added = True
         request = TxnOffsetCommitRequest(
             self.transactional_id,
             group.group_id,
@@ -218,7 +221,9 @@ class TransactionManager:
                 "only be aborted"
             ) from self.error
         try:
-            if self.partitions or not commit:
+            # A transaction nothing was added to has nothing to end (EndTxn would be
+            # refused as INVALID_TXN_STATE); one with only offsets does.
+            if self.partitions or self.offsets_added:
                 ident = self._identity
 
                 async def attempt(conn: Any) -> None:
@@ -231,7 +236,7 @@ class TransactionManager:
                 await self._at_coordinator("EndTxn", attempt)
         finally:
             if not commit or self.error is None:
-                self.in_transaction = False
+                self.in_transaction = self.offsets_added = False
                 self.partitions.clear()
                 self.pending.clear()
 

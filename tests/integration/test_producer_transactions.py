@@ -22,7 +22,7 @@ from consumergroup.errors import (
 )
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
-from tests.integration.group_support import group_config, running_member, wait_for
+from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
 pytestmark = [
     pytest.mark.kafka_only("Tansu keeps no transaction markers: read_committed sees all"),
@@ -174,3 +174,30 @@ async def test_a_member_commits_its_offsets_in_its_transactions(
     assert (md.group_id, md.member_id != "", md.generation_id >= 0) == (group, True, True)
     assert await read_committed(bootstrap, out, until=b"c") == [b"a", b"b", b"c"]
     assert {(tp[0], tp[1]): off for tp, off in committed.items()} == {(source, 0): 3}
+
+
+async def test_a_read_committed_member_starts_only_after_a_pending_offset_commit(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """KIP-447: offsets a transaction committed but has not decided are unstable; a
+    read_committed member fetches them with require_stable (OffsetFetch v7+) and waits
+    (UNSTABLE_OFFSET_COMMIT, retried) instead of starting from the offset before them."""
+    topic = await new_topic(partitions=1)
+    group = unique("stable")
+    await produce(bootstrap, topic, [b"%d" % i for i in range(10)], partition=0)
+    recorder = Recorder()
+    config = group_config(
+        consumer__isolation_level="read_committed", consumer__group__rebalance__timeout=30.0
+    )
+    async with cg.Producer([bootstrap], txn_config()) as producer:
+        await producer.begin_transaction()
+        await producer.send_offsets_to_transaction({(topic, 0): 5}, cg.GroupMetadata(group))
+        async with running_member(bootstrap, group, [topic], recorder, config) as (member, _):
+            # An absence is asserted over a window: the member joins and waits in its
+            # OffsetFetch (UNSTABLE_OFFSET_COMMIT) meanwhile; it reads nothing.
+            await asyncio.sleep(3.0)
+            assert recorder.seen == []
+            assert member.state != cg.GroupState.STABLE
+            await producer.commit_transaction()
+            await wait_for(lambda: len(recorder.seen) == 5, 30, "the records after 5")
+    assert [offset for _t, _p, offset in recorder.seen] == [5, 6, 7, 8, 9]
