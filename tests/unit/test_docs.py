@@ -133,3 +133,12 @@ def test_docker_compose_runs_the_kafka_the_suite_runs() -> None:
         assert f"KAFKA_{setting}:" in compose, setting
     docs = (ROOT / "docs" / "contributing" / "testing.md").read_text()
     assert "docker compose up -d" in docs and "KAFKA_BOOTSTRAP_SERVERS=" in docs
+
+
+def test_readme_names_every_published_extra() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| extra | brings | for |") :].split("\n\n")[0]
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", table, re.MULTILINE))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    assert listed == extras, "add each extra to README's extras table (Install)"
