@@ -13,7 +13,8 @@ python=${PYTHON:-$root/.venv/bin/python}
 out=$root/.cache/sanitized
 rm -rf "$out/src"
 mkdir -p "$out/src"
-cp -r "$root/consumergroup" "$root/tests" "$root/setup.py" "$root/pyproject.toml" "$out/src/"
+cp -r "$root/consumergroup" "$root/tests" "$root/setup.py" "$root/pyproject.toml" "$root/README.md" \
+    "$out/src/"
 find "$out/src" \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 cd "$out/src"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"

@@ -9,7 +9,8 @@
 * Every file passes ``twine check --strict`` (the metadata, and the README as the
   index will render it).
 * Both carry the LICENSE file and the PEP 639 license expression; the wheel carries
-  ``py.typed`` and the ``Typing :: Typed`` classifier.
+  ``py.typed`` and the ``Typing :: Typed`` classifier; the description (the README)
+  has no repository-relative link.
 
 Exits 1 with one line per problem.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import email.parser
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -37,6 +39,10 @@ def metadata_problems(metadata: str, where: str) -> list[str]:
         problems.append(f"{where}: no License-File: LICENSE")
     if "Typing :: Typed" not in (msg.get_all("Classifier") or []):
         problems.append(f"{where}: no 'Typing :: Typed' classifier")
+    # The index shows the README alone: a repository-relative link would lead nowhere.
+    relative = re.findall(r"\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#)([^)\s]+)", str(msg.get_payload()))
+    if relative:
+        problems.append(f"{where}: the description has relative links: {relative[:3]}")
     return problems
 
 
