@@ -316,7 +316,7 @@ def group_argument(func: _FC) -> _FC:
             raise click.UsageError(f"two groups given: {group!r} and --group {group_option!r}")
         chosen = group if group is not None else group_option
         if not chosen:
-            raise click.UsageError("which group? give GROUP (or --group GROUP)")
+            raise click.UsageError("Missing argument 'GROUP' (or --group GROUP)")
         return func(*args, group=chosen, **kwargs)
 
     with_option = click.option(

@@ -111,8 +111,8 @@ def lag(group: str, topics: tuple[str, ...], cluster: ClusterOptions, as_json: b
 
     async def run() -> int:
         async with cluster.admin() as admin:
+            picked = await _topic_partitions(admin, topics) if topics else None  # usage first
             await existing_group(admin, group)
-            picked = await _topic_partitions(admin, topics) if topics else None
             rows = await lag_rows(admin, group, picked)
         if as_json:
             print_json([dataclasses.asdict(r) for r in rows])

@@ -588,7 +588,7 @@ async def test_reset_offsets_usage_with_kafka_flags_is_checked_before_any_broker
         (["--reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--execute",
           "--dry-run"], "--dry-run"),
         (["describe", "g1", "--group", "g2"], "two groups"),
-        (["describe"], "which group"),
+        (["describe"], "Missing argument 'GROUP'"),
     ]:  # fmt: skip
         result = await run_cli("--bootstrap-server", "127.0.0.1:1", *args)
         assert result.code == 2, (args, result.err)
