@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 __all__ = [
     "OFFSET_NEWEST",
     "OFFSET_OLDEST",
+    "AckType",
     "BalanceStrategy",
     "Client",
     "ClosedError",
@@ -68,6 +69,11 @@ __all__ = [
     "RecordHeader",
     "RecordMetadata",
     "RoundRobinAssignor",
+    "ShareGroup",
+    "ShareGroupHandler",
+    "ShareGroupStats",
+    "ShareRecord",
+    "ShareSession",
     "SilentListenerError",
     "StickyAssignor",
     "__version__",
@@ -106,6 +112,17 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GroupMetadata": (f"{__name__}.producer", "GroupMetadata"),
     "Producer": (f"{__name__}.producer", "Producer"),
     "RecordMetadata": (f"{__name__}.producer", "RecordMetadata"),
+    **{
+        name: (f"{__name__}.share", name)
+        for name in (
+            "AckType",
+            "ShareGroup",
+            "ShareGroupHandler",
+            "ShareGroupStats",
+            "ShareRecord",
+            "ShareSession",
+        )
+    },
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
@@ -132,5 +149,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from .producer import GroupMetadata as GroupMetadata
     from .producer import Producer as Producer
     from .producer import RecordMetadata as RecordMetadata
+    from .share import (
+        AckType,
+        ShareGroup,
+        ShareGroupHandler,
+        ShareGroupStats,
+        ShareRecord,
+        ShareSession,
+    )
 
 __getattr__, __dir__ = _lazy.exports(globals(), _LAZY)

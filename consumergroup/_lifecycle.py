@@ -1,5 +1,6 @@
-"""AsyncResource: ``async with`` = ``start()`` ... ``close()``, written once; and
-:func:`cancel_and_wait`, the one way a task is stopped and waited for."""
+"""AsyncResource: ``async with`` = ``start()`` ... ``close()``, written once;
+:func:`cancel_and_wait`, the one way a task is stopped and waited for; and
+:func:`single_error`, what the public API raises instead of a task group's ExceptionGroup."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import abc
 import asyncio
 from types import TracebackType
 from typing import Any, Self
+
+from .errors import ConsumerGroupError
 
 
 class AsyncResource(abc.ABC):
@@ -51,3 +54,26 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.result()
+
+
+def single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What the public API raises instead of an ExceptionGroup: the one error inside it,
+    or a ConsumerGroupError naming them all."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if not isinstance(exc, Exception):
+            return exc  # KeyboardInterrupt, SystemExit, cancellation: as they are
+    if len(leaves) == 1 and isinstance(leaves[0], ConsumerGroupError):
+        return leaves[0]
+    err = ConsumerGroupError("; ".join(f"{type(e).__name__}: {e}" for e in leaves))
+    err.__cause__ = group
+    return err

@@ -37,10 +37,12 @@ from .errors import (
     raise_for_code,
 )
 from .group.offsets import OffsetManager
+from .net.group_admin import GROUP_RESOURCE
 from .net.protocol import (
     ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
+    IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     OffsetFetchRequest,
 )
@@ -298,6 +300,16 @@ class ClusterAdmin(AsyncResource):
                 f"group {group!r} has {len(desc.members)} active member(s) (state "
                 f"{desc.state}): stop them before {doing}"
             )
+
+    async def alter_group_configs(self, group: str, configs: Mapping[str, str | None]) -> None:
+        """Set (or, with None, delete) configs of ``group`` (IncrementalAlterConfigs on the
+        group resource, Kafka 3.8+/4.x): ``consumer.session.timeout.ms``,
+        ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ... The broker
+        checks each against its bounds; an error names the config."""
+        conn = await self.client.any()
+        resp = await conn.send(IncrementalAlterConfigsRequest(GROUP_RESOURCE, group, configs))
+        for code, message, *_ in resp.responses:
+            raise_for_code(code, f"altering configs of group {group!r}: {message or ''}")
 
     # ----------------------------------------------------------------- offsets
 

@@ -1075,6 +1075,62 @@ class ProducerConfig(_Section):
             )
 
 
+# ---------------------------------------------------------------------------- share
+
+
+@dataclass
+class ShareConfig(_Section):
+    """Share groups (KIP-932; Apache Kafka 4.2+): :class:`~consumergroup.ShareGroup`.
+
+    The broker owns the rest: the record lock duration, the delivery-count limit, where
+    a new group starts (``share.auto.offset.reset``), heartbeat interval and session
+    timeout are group configs (``kafka-configs.sh --entity-type groups``).
+
+    Attributes:
+        concurrency: Handler calls of one member at once, across its partitions and
+            within one: ``run()``'s default. A member never holds locks on more records
+            than this (each ShareFetch asks for at most the free places).
+        max_wait: Seconds the broker may hold a ShareFetch waiting for records (Kafka
+            ``fetch.max.wait.ms``); shorter when a lock renewal falls due sooner.
+        min_bytes: Bytes the broker should gather before answering (``fetch.min.bytes``).
+        max_bytes: Cap for one ShareFetch answer (``fetch.max.bytes``); the records
+            waiting for a handler never exceed one answer.
+        renew: Renew the acquisition lock of a record whose handler is still running
+            when half the lock duration has passed (KIP-1222, Kafka 4.2+), so a slow
+            record is not handed to a second member meanwhile. Where the broker refuses
+            (``share.renew.acknowledge.enable=false``, or an older broker), one warning
+            and the locks expire as they would without it.
+        close_timeout: Seconds ``close()`` takes at most by default: running handlers
+            finish (or are cancelled and their records released), what finished is
+            acknowledged, what did not is released, the member leaves.
+    """
+
+    concurrency: int = 100
+    max_wait: float = 0.5
+    min_bytes: int = 1
+    max_bytes: int = 52428800
+    renew: bool = True
+    close_timeout: float = 30.0
+
+    def _check(self, path: str) -> None:
+        _check_number(
+            f"{path}.concurrency",
+            self.concurrency,
+            "use e.g. 100",
+            low=1,
+            high=_INT32_MAX,
+            integer=True,
+            unit=" (handler calls at once)",
+        )
+        _check_int32_ms(f"{path}.max_wait", self.max_wait, "use e.g. 0.5")
+        _check_int32(f"{path}.min_bytes", self.min_bytes, "use e.g. 1", low=1, unit=" (bytes)")
+        _check_int32(
+            f"{path}.max_bytes", self.max_bytes, "use e.g. 52428800", low=1, unit=" (bytes)"
+        )
+        _check_type(f"{path}.renew", self.renew, bool, "use True or False")
+        _check_seconds(f"{path}.close_timeout", self.close_timeout, "use e.g. 30.0")
+
+
 # ----------------------------------------------------------------------------- root
 
 
@@ -1099,6 +1155,7 @@ class Config(_Fields):
             ``replica.selector.class`` (KIP-392), and the rack-aware assignors keep
             partitions with members in their replicas' racks (KIP-881).
         producer: Producer settings (:class:`~consumergroup.Producer`).
+        share: Share-group settings (:class:`~consumergroup.ShareGroup`).
     """
 
     client_id: str = "consumergroup"
@@ -1108,6 +1165,7 @@ class Config(_Fields):
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     client_rack: str = ""
     producer: ProducerConfig = field(default_factory=ProducerConfig)
+    share: ShareConfig = field(default_factory=ShareConfig)
 
     def validate(self) -> None:
         """Check every field; raise ConfigurationError on the first invalid one."""
@@ -1130,3 +1188,4 @@ class Config(_Fields):
         _check_section("metadata", self.metadata, MetadataConfig)
         _check_section("consumer", self.consumer, ConsumerConfig)
         _check_section("producer", self.producer, ProducerConfig)
+        _check_section("share", self.share, ShareConfig)

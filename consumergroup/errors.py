@@ -22,6 +22,7 @@ __all__ = [
     "ConfigurationError",
     "ConsumerError",
     "ConsumerGroupError",
+    "ControllerIdNotRegisteredError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "CorruptMessageError",
@@ -46,6 +47,7 @@ __all__ = [
     "FetchSessionIdNotFoundError",
     "FetchSessionTopicIdError",
     "GroupAuthorizationFailedError",
+    "GroupDeletionFailedError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "GroupSubscribedToTopicError",
@@ -114,18 +116,24 @@ __all__ = [
     "ProducerFencedError",
     "ReassignmentInProgressError",
     "RebalanceInProgressError",
+    "RebootstrapRequiredError",
     "RecordListTooLargeError",
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
     "ResourceNotFoundError",
     "SaslAuthenticationFailedError",
     "SecurityDisabledError",
+    "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
     "SilentListenerError",
     "SnapshotNotFoundError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
     "StaleMemberEpochError",
+    "StreamsInvalidTopologyEpochError",
+    "StreamsInvalidTopologyError",
+    "StreamsTopologyDescriptionUpdateFailedError",
+    "StreamsTopologyFencedError",
     "TelemetryTooLargeError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
@@ -891,3 +899,35 @@ class VoterNotFoundError(KafkaError, errno=127):
 
 class InvalidRegularExpressionError(KafkaError, errno=128):
     """The regular expression is invalid."""
+
+
+class RebootstrapRequiredError(KafkaError, errno=129):
+    """The client must look up the cluster's brokers again from its bootstrap addresses."""
+
+
+class StreamsInvalidTopologyError(KafkaError, errno=130):
+    """The supplied Streams topology is invalid."""
+
+
+class StreamsInvalidTopologyEpochError(KafkaError, errno=131):
+    """The supplied Streams topology epoch is invalid."""
+
+
+class StreamsTopologyFencedError(KafkaError, errno=132):
+    """The Streams topology was updated by another member."""
+
+
+class ShareSessionLimitReachedError(KafkaError, errno=133, retriable=True):
+    """The broker has as many share sessions as ``group.share.max.share.sessions`` allows."""
+
+
+class GroupDeletionFailedError(KafkaError, errno=134):
+    """Deleting the group (or its state) failed; try again later."""
+
+
+class StreamsTopologyDescriptionUpdateFailedError(KafkaError, errno=135):
+    """Updating the Streams topology description failed."""
+
+
+class ControllerIdNotRegisteredError(KafkaError, errno=136):
+    """The controller id is not registered."""

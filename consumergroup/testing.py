@@ -488,6 +488,17 @@ class _Node:
         await self.kill()
 
 
+#: Share-group timeouts for tests (``KafkaCluster(quick_share_groups=True)``).
+_QUICK_SHARE_GROUPS = {
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.session.timeout.ms": "6000",
+    "group.share.min.session.timeout.ms": "1000",
+    "group.share.assignment.interval.ms": "100",
+    "group.share.min.record.lock.duration.ms": "1000",
+}
+
+
 class KafkaCluster(AsyncResource):
     """Apache Kafka :data:`KAFKA_VERSION` in KRaft mode on free 127.0.0.1 ports.
 
@@ -508,6 +519,14 @@ class KafkaCluster(AsyncResource):
       ``group.consumer.min.heartbeat.interval.ms=100`` and
       ``group.consumer.min.session.timeout.ms=1000``;
     - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB).
+
+    ``quick_share_groups`` lowers share-group timeouts for tests, the counterparts of the
+    consumer-protocol ones above: ``group.share.heartbeat.interval.ms=500`` and
+    ``group.share.session.timeout.ms=6000``, ``group.share.assignment.interval.ms=100``,
+    and the lower bounds of their group configs, so that a test's group may ask for a
+    record lock of 1 s (``group.share.min.record.lock.duration.ms=1000``), a 1 s session
+    or a 100 ms heartbeat. Share groups themselves need nothing: Kafka 4.4 formats its
+    storage with ``share.version`` 2 (GA, RENEW included).
 
     ``extra_properties`` adds or overrides ``server.properties`` entries on every node.
     ``listeners`` adds client listeners next to the plaintext one, ``{name: security
@@ -533,6 +552,7 @@ class KafkaCluster(AsyncResource):
         listeners: Mapping[str, str] | None = None,
         racks: Sequence[str] | None = None,
         jvm_options: Iterable[str] = (),
+        quick_share_groups: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
@@ -554,7 +574,8 @@ class KafkaCluster(AsyncResource):
                     f"{', '.join(_SECURITY_PROTOCOLS)}"
                 )
         self.start_timeout = start_timeout
-        self.extra_properties = dict(extra_properties or {})
+        self.extra_properties = dict(_QUICK_SHARE_GROUPS if quick_share_groups else {})
+        self.extra_properties.update(extra_properties or {})
         self.jvm_options = list(jvm_options)
         self.cluster_id = _new_cluster_id()
         self.log_dir = _owned_dir("kafka")

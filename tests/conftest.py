@@ -99,7 +99,7 @@ def kafka_broker(kafka_cluster: KafkaCluster) -> KafkaCluster:
 @pytest_asyncio.fixture(scope="session")
 async def kafka_cluster() -> AsyncIterator[KafkaCluster]:
     """A one-node Apache Kafka (KRaft), shared by the session (settings: KafkaCluster's doc)."""
-    async with KafkaCluster(nodes=1) as cluster:
+    async with KafkaCluster(nodes=1, quick_share_groups=True) as cluster:
         _running_kafka.append(cluster)
         yield cluster
         _running_kafka.remove(cluster)

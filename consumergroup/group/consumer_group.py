@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 import anyio
 
 from .._lifecycle import AsyncResource
+from .._lifecycle import single_error as _single_error
 from ..client import Client
 from ..config import Config
 from ..consumer.consumer import Consumer
@@ -750,29 +751,6 @@ class ConsumerGroup(AsyncResource):
             self._closed = True
             self._set_state(GroupState.CLOSED)
             self._closed_event.set()
-
-
-def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """What the public API raises instead of an ExceptionGroup: the one error inside it,
-    or a ConsumerGroupError naming them all."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    for exc in leaves:
-        if not isinstance(exc, Exception):
-            return exc  # KeyboardInterrupt, SystemExit, cancellation: as they are
-    if len(leaves) == 1 and isinstance(leaves[0], ConsumerGroupError):
-        return leaves[0]
-    err = ConsumerGroupError("; ".join(f"{type(e).__name__}: {e}" for e in leaves))
-    err.__cause__ = group
-    return err
 
 
 def _pairs(partitions: dict[str, list[int]] | Iterable[TopicPartition]) -> list[TopicPartition]:

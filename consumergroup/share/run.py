@@ -1,0 +1,418 @@
+"""One ``ShareGroup.run()``: the member's tasks and the state they share.
+
+A record is a task: ``concurrency`` worker tasks take records from one queue and run the
+handler on each, so up to ``concurrency`` records are handled at once, across partitions
+and within one. The queue is fed by the broker sessions (:mod:`.broker`), each asking its
+broker for at most the room left (``concurrency`` minus the records held, minus what
+fetches in flight may still bring), so the queue never holds more than the idle workers
+take at once, and a member never holds locks on records it cannot start.
+
+Tasks, all in one task group that ends with ``run()``:
+
+* the heartbeat task (:class:`~.membership.ShareMembership`): joins, keeps the member in
+  the group, hands each new assignment to the router, rejoins after fencing;
+* the router: fetches each assigned partition from its leader, one
+  :class:`~.broker.BrokerSession` task per leader, and moves a partition whose leader
+  changed;
+* the workers (a task group of their own, so close() can cancel them alone).
+
+State and who touches it: ``inflight`` (see :mod:`.inflight`); ``_ready`` (records not
+yet started) appended by broker sessions, popped by workers; ``_idle`` (futures of
+workers waiting for records) appended by workers, woken by broker sessions;
+``_reserved`` (records fetches in flight may still bring) by broker sessions; ``sessions``
+and ``assigned`` by the router and the heartbeat task; ``closing`` by :meth:`stop`.
+
+Closing (close(), or an error that ends the member): fetching stops; records not yet
+started are released; running handlers have until the drain deadline, then are cancelled
+(their records released); each broker session sends what was decided and closes (the
+broker releases anything left); then the member leaves the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .._repeats import RepeatedWarning
+from ..errors import ConsumerGroupError, FencedMemberEpochError, UnknownMemberIdError
+from ..net.share import ACCEPT, GAP, RELEASE
+from ..retry import COORDINATOR_LOST, Backoff, is_transient
+from .acquired import Acquired
+from .broker import BrokerSession
+from .handler import ShareGroupHandler, ShareSession
+from .inflight import InFlight, Lock, Partition
+from .record import ShareRecord
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..config import Config
+    from ..group.logs import GroupLogger
+    from .membership import ShareMembership
+
+__all__ = ["ShareRun"]
+
+TopicPartition = tuple[str, int]
+
+#: What the run reports to its group: ``joined``, ``fenced``, ``retrying`` (with why).
+Report = Callable[[str, str | None], None]
+
+_FENCED = (UnknownMemberIdError, FencedMemberEpochError)
+#: A lock timeout to assume before the broker's first answer names one (Kafka's default).
+_DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+class ShareRun:
+    """The tasks and shared state of one ``run()`` of a share-group member."""
+
+    def __init__(
+        self,
+        *,
+        group_id: str,
+        config: Config,
+        client: Client,
+        membership: ShareMembership,
+        log: GroupLogger,
+        topics: Sequence[str],
+        handler: ShareGroupHandler,
+        concurrency: int,
+        report: Report,
+    ) -> None:
+        self.group_id = group_id
+        self.config = config
+        self.client = client
+        self.log = log
+        self.topics = list(topics)
+        self.handler = handler
+        self.concurrency = concurrency
+        self._membership = membership
+        self._report = report
+        self.inflight = InFlight(self._decided)
+        self.session = ShareSession(self)
+        # --- shared state (module doc: who touches what) ---
+        self.sessions: dict[int, BrokerSession] = {}
+        self.assigned: set[TopicPartition] = set()
+        self._unrouted: set[TopicPartition] = set()
+        self._route_now = anyio.Event()
+        self._ready: deque[ShareRecord] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._reserved = 0
+        self._busy = 0
+        self._drained = anyio.Event()
+        self.renew = config.share.renew
+        self.lock_timeout = _DEFAULT_LOCK_TIMEOUT
+        self.closing = False
+        self._stop = anyio.Event()
+        self._tasks: TaskGroup | None = None
+        self._drain_deadline = self._sessions_deadline = 0.0
+        self.error: BaseException | None = None
+        self.last_heartbeat: float | None = None
+        self.handler_errors = 0
+        self._handler_warning = RepeatedWarning(log)
+        self._heartbeat_warning = RepeatedWarning(log)
+
+    # -------------------------------------------------------- what sessions ask (Member)
+
+    @property
+    def member_id(self) -> str:
+        """This member's id."""
+        return self._membership.member_id
+
+    def room(self) -> int:
+        """Free handler places: ``concurrency`` minus records held and records that
+        fetches in flight may still bring."""
+        return self.concurrency - self.inflight.count - self._reserved
+
+    def reserve(self, records: int) -> None:
+        """A fetch may bring ``records`` more (negative: it came back)."""
+        self._reserved += records
+
+    def hand_out(self, part: Partition, acquired: Acquired, lock: Lock) -> None:
+        """Records acquired for this member: queued for the workers (released at once
+        while closing, or when the member no longer fetches their partition's leader)."""
+        records, gaps, missing, redelivered = acquired
+        if self.closing:
+            part.decided[RELEASE].extend(r.offset for r in records)
+            part.decided[RELEASE].extend(missing)
+            part.decided[GAP].extend(gaps)
+            self._decided(part)
+            return
+        self.inflight.deliver(part, [r.offset for r in records], gaps, lock, redelivered)
+        if missing:
+            part.decided[RELEASE].extend(missing)
+        if records:
+            self._ready.extend(records)
+            idle, wanted = self._idle, len(records)
+            while wanted and idle:
+                waiter = idle.popleft()
+                if not waiter.done():  # a cancelled worker's waiter is skipped
+                    waiter.set_result(None)
+                    wanted -= 1
+
+    def moved(self, part: Partition) -> None:
+        """``part``'s leader changed: its records are gone with the old leader's locks;
+        the router finds the new leader."""
+        dropped = self.inflight.drop(part)
+        if dropped:
+            self.log.info(
+                "%s[%d]: leader changed; %d record(s) being handled will come again",
+                part.topic,
+                part.partition,
+                dropped,
+            )
+        session = self.sessions.get(part.node)
+        if session is not None:
+            session.remove(part)
+        if part.key in self.assigned:
+            self._unrouted.add(part.key)
+            self._route_now.set()
+
+    def renew_refused(self, reason: str) -> None:
+        """The broker refuses lock renewal: one warning, no more renewals."""
+        if self.renew:
+            self.renew = False
+            self.log.warning(
+                "lock renewal refused (%s): records whose handlers run longer than the lock "
+                "duration (%.1fs) will be handed out again meanwhile; set the group config "
+                "share.renew.acknowledge.enable=true (Kafka 4.2+) or raise "
+                "share.record.lock.duration.ms",
+                reason,
+                self.lock_timeout,
+            )
+
+    def _decided(self, part: Partition) -> None:
+        session = self.sessions.get(part.node)
+        if session is not None:
+            session.wake()
+        if len(self.sessions) > 1:  # the room is shared: others may fetch now
+            for other in self.sessions.values():
+                other.wake()
+
+    # ------------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """The member's tasks until :meth:`stop` (or an error) and the close after it;
+        raises the error that ended the member, if any."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            tasks.start_soon(self._guarded, self._heartbeat_loop)
+            tasks.start_soon(self._guarded, self._route_loop)
+            async with anyio.create_task_group() as workers:
+                for _ in range(self.concurrency):
+                    workers.start_soon(self._worker)
+                await self._stop.wait()
+                await self._drain()
+                workers.cancel_scope.cancel()
+            await self._close_sessions()
+            tasks.cancel_scope.cancel()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self, drain_deadline: float, sessions_deadline: float) -> None:
+        """Begin closing: handlers may run until ``drain_deadline``, broker sessions close
+        by ``sessions_deadline`` (monotonic, ``anyio.current_time()``)."""
+        self._drain_deadline = drain_deadline
+        self._sessions_deadline = sessions_deadline
+        if self.closing:
+            return
+        self.closing = True
+        self._stop.set()
+        for session in self.sessions.values():
+            session.wake()
+
+    async def _guarded(self, task: Callable[[], Awaitable[None]]) -> None:
+        """A member task whose error ends the member (gracefully: the close runs)."""
+        try:
+            await task()
+        except Exception as exc:
+            if self.error is None and not self.closing:
+                self.error = exc
+                now = anyio.current_time()
+                budget = self.config.share.close_timeout
+                self.stop(now + budget * 0.75, now + budget)
+
+    async def _drain(self) -> None:
+        """Release the records not started; wait for running handlers until the drain
+        deadline (the caller cancels the rest, which releases theirs)."""
+        ready, decide = self._ready, self.inflight.decide
+        while ready:
+            record = ready.popleft()
+            decide(record.topic, record.partition, record.offset, RELEASE)
+        if self._busy:
+            with anyio.move_on_after(max(0.0, self._drain_deadline - anyio.current_time())):
+                await self._drained.wait()
+            if self._busy:
+                self.log.warning(
+                    "%d handler(s) still running at the close deadline: cancelled, their "
+                    "records released",
+                    self._busy,
+                )
+
+    async def _close_sessions(self) -> None:
+        """Each broker session sends what was decided and closes, by the deadline."""
+        for session in self.sessions.values():
+            session.wake()
+        with anyio.move_on_after(max(0.0, self._sessions_deadline - anyio.current_time())):
+            for session in list(self.sessions.values()):
+                await session.done.wait()
+
+    # --------------------------------------------------------------------- workers
+
+    async def _worker(self) -> None:
+        ready, idle = self._ready, self._idle
+        decide = self.inflight.decide
+        handler, session = self.handler, self.session
+        loop = asyncio.get_running_loop()
+        while True:
+            if not ready:
+                waiter: asyncio.Future[None] = loop.create_future()
+                idle.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    if not waiter.done():  # cancelled while waiting: not a worker any more
+                        waiter.cancel()
+                continue
+            record = ready.popleft()
+            self._busy += 1
+            try:
+                await handler.consume(session, record)
+            except Exception as exc:
+                released = decide(record.topic, record.partition, record.offset, RELEASE)
+                self._handler_failed(record, exc, released)
+            except BaseException:  # cancelled (the close deadline): handed back
+                decide(record.topic, record.partition, record.offset, RELEASE)
+                raise
+            else:
+                decide(record.topic, record.partition, record.offset, ACCEPT)
+            finally:
+                self._busy -= 1
+                if self.closing and not self._busy:
+                    self._drained.set()
+
+    def _handler_failed(self, record: ShareRecord, exc: Exception, released: bool) -> None:
+        self.handler_errors += 1
+        self._handler_warning.warning(
+            "the handler raised %s: %s (%s[%d] offset %d %s)",
+            type(exc).__name__,
+            exc,
+            record.topic,
+            record.partition,
+            record.offset,
+            "released: it comes again" if released else "decided before it raised",
+        )
+
+    # ------------------------------------------------------------------ membership
+
+    async def _heartbeat_loop(self) -> None:
+        membership = self._membership
+        backoff = Backoff(self.config.metadata.retry.backoff)
+        full = True  # the join, and every heartbeat after an error, names the topics
+        while True:
+            try:
+                assignment = await membership.heartbeat(self.topics if full else None)
+            except _FENCED as exc:
+                self._fenced(exc)
+                full = True
+                continue
+            except ConsumerGroupError as exc:
+                if not is_transient(exc):
+                    raise
+                full = True
+                self._report("retrying", str(exc))
+                if isinstance(exc, COORDINATOR_LOST):
+                    self.client.invalidate_coordinator(self.group_id)
+                if membership.joined or not isinstance(exc, COORDINATOR_LOST):
+                    self._heartbeat_warning.warning("share-group heartbeat failed: %s", exc)
+                else:  # a new group's coordinator is often still being set up
+                    self.log.info("joining: %s; retrying", exc)
+                await anyio.sleep(backoff.next())
+                continue
+            if full:
+                self._heartbeat_warning.recovered("heartbeats go through again")
+            full = False
+            backoff.reset()
+            self.last_heartbeat = anyio.current_time()
+            self._report("joined", None)
+            if assignment is not None:
+                self._assign(assignment)
+            await anyio.sleep(membership.heartbeat_interval)
+
+    def _fenced(self, exc: ConsumerGroupError) -> None:
+        """The coordinator dropped this member: every record it holds is the broker's
+        again (handlers still running have their results thrown away); join again."""
+        dropped = sum(self.inflight.drop(p) for p in self.inflight.partitions.values())
+        self.log.warning(
+            "fenced by the coordinator (%s): %d record(s) being handled will come again; rejoining",
+            type(exc).__name__,
+            dropped,
+        )
+        self._membership.reset()
+        self._report("fenced", str(exc))
+        self._assign({})
+
+    def _assign(self, assignment: dict[str, list[int]]) -> None:
+        wanted = {(topic, p) for topic, parts in assignment.items() for p in parts}
+        if wanted != self.assigned:
+            self.log.info("assignment: %s", {t: sorted(ps) for t, ps in assignment.items()})
+            self.assigned = wanted
+            self._route_now.set()
+
+    # ---------------------------------------------------------------------- router
+
+    async def _route_loop(self) -> None:
+        backoff = self.config.consumer.retry.backoff
+        while True:
+            await self._route_now.wait()
+            self._route_now = anyio.Event()
+            if self._unrouted:  # a leader moved, or was unknown: not in a tight loop
+                await anyio.sleep(backoff)
+            try:
+                await self._route()
+            except ConsumerGroupError as exc:
+                if not is_transient(exc):
+                    raise
+                self.log.info("routing partitions to their leaders failed: %s", exc)
+                self._unrouted |= self.assigned
+            if self._unrouted:
+                self._route_now.set()
+
+    async def _route(self) -> None:
+        """Each assigned partition fetched by its leader's session; the others not."""
+        wanted = set() if self.closing else set(self.assigned)
+        for session in self.sessions.values():
+            for key, part in list(session.parts.items()):
+                if key not in wanted:
+                    session.remove(part)
+        client = self.client
+        stale = {t for t, p in wanted | self._unrouted if (t, p) in self._unrouted}
+        stale |= {t for t, p in wanted if client.leader_id(t, p) < 0}
+        if stale:
+            await client.refresh_metadata(*sorted(stale))
+        self._unrouted.clear()
+        for key in sorted(wanted):
+            leader = client.leader_id(*key)
+            if leader < 0:
+                self._unrouted.add(key)
+                continue
+            part = self.inflight.partition(*key)
+            current = self.sessions.get(part.node)
+            fetched_here = current is not None and not current.ended and key in current.parts
+            if part.node == leader and fetched_here:
+                continue
+            if part.node >= 0 and part.node != leader:
+                self.moved(part)
+                self._unrouted.discard(key)
+            self._session(leader).add(part)
+
+    def _session(self, node: int) -> BrokerSession:
+        session = self.sessions.get(node)
+        if session is None or session.ended:
+            session = self.sessions[node] = BrokerSession(self, node)
+            assert self._tasks is not None
+            self._tasks.start_soon(self._guarded, session.run)
+        return session

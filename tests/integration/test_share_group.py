@@ -1,0 +1,234 @@
+"""Share groups (KIP-932) on Apache Kafka: records handed to members, acknowledged one by one.
+
+Share groups are an Apache Kafka 4.2+ feature that Tansu does not have: every test here but
+the one checking the error a broker without them gives is ``kafka_only``. Each test's group
+starts at the earliest offsets (``share.auto.offset.reset``, a group config) and sets its
+own lock duration and delivery limit where it tests them (the suite's cluster lowers their
+lower bounds: ``KafkaCluster(quick_share_groups=True)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.errors import UnsupportedVersionError
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.share_support import (
+    Collector,
+    share_config,
+    share_group,
+    share_member,
+    wait_until,
+)
+
+KAFKA = "share groups need Apache Kafka 4.2+ (Tansu has none)"
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_every_record_is_accepted_exactly_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Two members, 16 handler tasks each on 4 partitions: every record handled once."""
+    topic = await new_topic(partitions=4)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(400)])
+    a, b = Collector("a", delay=0.005), Collector("b", delay=0.005)
+    async with (
+        share_member(bootstrap, group, [topic], a, concurrency=16) as (ma, _),
+        share_member(bootstrap, group, [topic], b, concurrency=16) as (mb, _),
+    ):
+        await wait_until(lambda: len(a.seen) + len(b.seen) >= 400, 60, "400 records")
+        await asyncio.sleep(0.5)  # nothing more comes
+        stats = [ma.stats(), mb.stats()]
+    seen = a.offsets() + b.offsets()
+    assert len(seen) == 400
+    assert set(seen.values()) == {1}
+    assert all(s.delivery_count == 1 for s in a.seen + b.seen)
+    assert a.most_running > 4 or b.most_running > 4  # concurrency beyond the partitions
+    assert sum(s.acknowledged["accept"] for s in stats) == 400
+    assert all(s.state is cg.GroupState.STABLE for s in stats)
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_one_partition_is_read_by_three_members_at_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(150)], partition=0)
+    members = [Collector(name, delay=0.05) for name in "abc"]
+    async with (
+        share_member(bootstrap, group, [topic], members[0], concurrency=5),
+        share_member(bootstrap, group, [topic], members[1], concurrency=5),
+        share_member(bootstrap, group, [topic], members[2], concurrency=5),
+    ):
+        await wait_until(lambda: sum(len(m.seen) for m in members) >= 150, 90, "150 records")
+    seen = sum((m.offsets() for m in members), Counter[tuple[int, int]]())
+    assert len(seen) == 150 and set(seen.values()) == {1}
+    assert all(m.seen for m in members), [len(m.seen) for m in members]
+    # At some moment all three members were handling records of the one partition.
+    events = sorted(
+        [(s.start, 1, s.member) for m in members for s in m.seen]
+        + [(s.end, -1, s.member) for m in members for s in m.seen]
+    )
+    running: Counter[str] = Counter()
+    together = False
+    for _, step, member in events:
+        running[member] += step
+        together |= all(running[m.name] > 0 for m in members)
+    assert together
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_failing_record_comes_again_until_the_limit_archives_it(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A handler raising for one record: it is redelivered with a higher delivery count,
+    archived after the group's limit (3), and the rest of the partition keeps flowing."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, deliveries=3)
+    values = [b"ok-%d" % i for i in range(30)]
+    values[5] = b"poison"
+    await produce(bootstrap, topic, values, partition=0)
+
+    def behave(session: cg.ShareSession, record: cg.ShareRecord) -> None:
+        if record.value == b"poison":
+            raise ValueError("cannot handle this one")
+
+    handler = Collector(behave=behave)
+    async with share_member(bootstrap, group, [topic], handler, concurrency=4) as (member, _):
+        await wait_until(
+            lambda: len({s.offset for s in handler.seen if s.value != b"poison"}) == 29,
+            60,
+            "the 29 good records",
+        )
+        await wait_until(
+            lambda: sum(s.value == b"poison" for s in handler.seen) >= 3, 60, "3 deliveries"
+        )
+        await produce(bootstrap, topic, [b"after"], partition=0)
+        await wait_until(
+            lambda: any(s.value == b"after" for s in handler.seen), 30, "the record after"
+        )
+        stats = member.stats()
+    poison = [s.delivery_count for s in handler.seen if s.value == b"poison"]
+    assert poison == [1, 2, 3]  # archived after the third: never again
+    good = Counter(s.offset for s in handler.seen if s.value != b"poison")
+    assert set(good.values()) == {1}
+    assert stats.handler_errors == 3
+    assert stats.acknowledged["release"] == 3 and stats.redelivered == 2
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_explicit_acknowledgements_first_decision_wins(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """REJECT archives at once; RELEASE hands the record out again; a later decision, or
+    the handler's return, changes nothing."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"reject", b"release", b"accept"], partition=0)
+    decided: list[tuple[bytes | None, bool, bool]] = []
+
+    def behave(session: cg.ShareSession, record: cg.ShareRecord) -> None:
+        first = second = False
+        if record.value == b"reject":
+            first = session.acknowledge(record, cg.AckType.REJECT)
+            second = session.acknowledge(record, cg.AckType.ACCEPT)
+        elif record.value == b"release" and record.delivery_count == 1:
+            first = session.acknowledge(record, cg.AckType.RELEASE)
+            raise RuntimeError("ignored: decided already")
+        decided.append((record.value, first, second))
+
+    handler = Collector(behave=behave)
+    async with share_member(bootstrap, group, [topic], handler, concurrency=2) as (member, _):
+        await wait_until(
+            lambda: any(s.value == b"release" and s.delivery_count == 2 for s in handler.seen),
+            30,
+            "the released record again",
+        )
+        await asyncio.sleep(1.0)
+        stats = member.stats()
+    counts = Counter(s.value for s in handler.seen)
+    assert counts == {b"reject": 1, b"release": 2, b"accept": 1}
+    assert (b"reject", True, False) in decided
+    assert stats.acknowledged == {"accept": 2, "release": 1, "reject": 1}
+    assert stats.handler_errors == 1  # counted; its record was decided already: kept RELEASE
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_handler_slower_than_the_lock_is_renewed_not_handed_out_twice(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Records handled for 2.5 lock durations: renewed, so the other member never gets
+    them while they are being handled; each record handled once."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=2.0)
+    await produce(bootstrap, topic, [b"slow-%d" % i for i in range(4)], partition=0)
+    slow, other = Collector("slow", delay=5.0), Collector("other")
+    async with share_member(bootstrap, group, [topic], slow, concurrency=4) as (member, _):
+        await wait_until(lambda: len(slow.seen) == 4, 30, "the slow member to take all 4")
+        async with share_member(bootstrap, group, [topic], other, concurrency=4):
+            await wait_until(lambda: all(s.end for s in slow.seen), 30, "the slow handlers")
+            await asyncio.sleep(1.0)
+        stats = member.stats()
+    assert other.seen == []
+    assert Counter(s.offset for s in slow.seen) == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert stats.renewed >= 4 and stats.renewing
+    assert stats.acknowledged["accept"] == 4
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_close_releases_what_did_not_finish(bootstrap: str, new_topic: TopicFactory) -> None:
+    """close() with handlers still running: they are cancelled at its deadline and their
+    records released (the next member gets them at once, delivery count 2), what finished
+    is accepted (never seen again)."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"quick", b"stuck-1", b"stuck-2"], partition=0)
+
+    class Stuck(Collector):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            if record.value != b"quick":
+                self.delay = 3600.0
+            else:
+                self.delay = 0.0
+            await super().consume(session, record)
+
+    stuck = Stuck("stuck")
+    member = cg.ShareGroup([bootstrap], group, share_config())
+    task = asyncio.create_task(member.run([topic], stuck, concurrency=3))
+    await wait_until(lambda: len(stuck.seen) == 3, 30, "3 records taken")
+    await asyncio.wait_for(member.close(timeout=3.0), 10)
+    await asyncio.wait_for(task, 5)
+    assert member.state is cg.GroupState.CLOSED
+    after = Collector("after")
+    async with share_member(bootstrap, group, [topic], after, concurrency=3):
+        await wait_until(lambda: len(after.seen) == 2, 20, "the 2 released records")
+        await asyncio.sleep(0.5)
+    assert sorted((s.value, s.delivery_count) for s in after.seen) == [
+        (b"stuck-1", 2),
+        (b"stuck-2", 2),
+    ]
+
+
+@pytest.mark.tansu_only("Tansu has no share groups: the error a broker without them gives")
+async def test_a_broker_without_share_groups_fails_at_once(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic = await new_topic(partitions=1)
+    member = cg.ShareGroup([bootstrap], unique("share"), share_config())
+    async with member:
+        with pytest.raises(UnsupportedVersionError, match=r"ShareGroupHeartbeat.*Kafka 4\.2"):
+            await asyncio.wait_for(member.run([topic], Collector()), 20)
+        assert member.state is cg.GroupState.FAILED

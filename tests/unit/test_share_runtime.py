@@ -1,0 +1,219 @@
+"""The share consumer's pure parts: acknowledgement ranges, the acquired records of a
+ShareFetch answer, the in-flight ledger (first decision wins, expiry, renewal), records
+and their classes, settings, and the lazy import of the share package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import consumergroup as cg
+from consumergroup.errors import CorruptMessageError
+from consumergroup.net.share import ACCEPT, GAP, REJECT, RELEASE
+from consumergroup.share.acks import fold, ranges
+from consumergroup.share.acquired import acquired_records
+from consumergroup.share.broker import fetch_threshold
+from consumergroup.share.inflight import InFlight, Lock, Partition
+from consumergroup.share.record import AckType, ShareRecord, record_class
+from tests.unit.test_records import control_batch, recs, v2_batch
+
+TOPIC = "jobs"
+
+
+# ------------------------------------------------------------------------------- acks
+
+
+def test_offsets_fold_into_ascending_runs_whatever_the_order() -> None:
+    assert ranges([]) == []
+    assert ranges([7]) == [(7, 7)]
+    assert ranges([5, 3, 4, 9, 10, 1]) == [(1, 1), (3, 5), (9, 10)]
+    decided = {GAP: [4], ACCEPT: [3, 1, 2, 8], RELEASE: [], REJECT: [5, 6]}
+    assert fold(decided) == [
+        (1, 3, [ACCEPT]),
+        (4, 4, [GAP]),
+        (5, 6, [REJECT]),
+        (8, 8, [ACCEPT]),
+    ]
+
+
+# --------------------------------------------------------------------------- acquired
+
+
+def test_only_acquired_records_are_handed_out_with_their_delivery_count() -> None:
+    data = v2_batch(recs(0, 10))
+    got = acquired_records(TOPIC, 0, data, [(7, 8, 3), (2, 4, 1)])
+    assert [(r.offset, r.delivery_count) for r in got.records] == [
+        (2, 1),
+        (3, 1),
+        (4, 1),
+        (7, 3),
+        (8, 3),
+    ]
+    assert all(
+        isinstance(r, ShareRecord) and isinstance(r, cg.ConsumerMessage) for r in got.records
+    )
+    assert got.records[0].value == b"value-2" and got.records[0].headers == (("n", b"2"),)
+    assert (got.gaps, got.missing, got.redelivered) == ([], [], 2)
+
+
+def test_acquired_offsets_without_a_record_are_gaps_and_past_the_answer_missing() -> None:
+    # 0-4 records, 5 a transaction marker, 6-7 compacted away, 8-9 records; the answer
+    # ends with the first bytes of a batch at 10-11 (cut short).
+    data = (
+        v2_batch(recs(0, 5))
+        + control_batch(5, 42, abort=False)
+        + v2_batch(recs(8, 2))
+        + v2_batch(recs(10, 2))[:30]
+    )
+    got = acquired_records(TOPIC, 1, data, [(3, 11, 1)])
+    assert [r.offset for r in got.records] == [3, 4, 8, 9]
+    assert got.gaps == [5, 6, 7]
+    assert got.missing == [10, 11]  # released: they exist, this answer did not bring them
+
+
+def test_compressed_batches_decode_too() -> None:
+    data = v2_batch(recs(100, 20), codec=1)  # gzip
+    got = acquired_records(TOPIC, 0, data, [(105, 109, 2)])
+    assert [r.offset for r in got.records] == [105, 106, 107, 108, 109]
+    assert {r.delivery_count for r in got.records} == {2}
+
+
+def test_an_undecodable_answer_raises_and_nothing_is_handed_out() -> None:
+    with pytest.raises(CorruptMessageError):
+        acquired_records(TOPIC, 0, b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x07" * 5, [(0, 0, 1)])
+    assert acquired_records(TOPIC, 0, b"", []) == ([], [], [], 0)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def test_a_record_keeps_its_fields_and_gains_a_delivery_count() -> None:
+    [message] = [cg.ConsumerMessage(TOPIC, 2, 41, b"k", b"v", (), 1_700_000_000_000, 0)]
+    original = repr(message)
+    message.__class__ = record_class(4)
+    assert isinstance(message, ShareRecord) and message.delivery_count == 4
+    assert message.offset == 41 and message.value == b"v"
+    assert "delivery_count=4" in repr(message) and original.startswith("ConsumerMessage(")
+    assert record_class(4) is record_class(4) and record_class(4) is not record_class(5)
+    assert [int(a) for a in AckType] == [ACCEPT, RELEASE, REJECT]
+
+
+# --------------------------------------------------------------------------- inflight
+
+
+def ledger() -> tuple[InFlight, Partition, list[Partition]]:
+    woken: list[Partition] = []
+    inflight = InFlight(woken.append)
+    part = inflight.partition(TOPIC, 0)
+    return inflight, part, woken
+
+
+def test_the_first_decision_wins_and_the_room_comes_back() -> None:
+    inflight, part, woken = ledger()
+    lock = Lock(time.monotonic(), 30.0, [1, 2, 3])
+    inflight.deliver(part, [1, 2, 3], [4], lock, 0)
+    assert inflight.count == 3 and part.counters.delivered == 3 and part.counters.gaps == 1
+    assert inflight.decide(TOPIC, 0, 2, REJECT)
+    assert not inflight.decide(TOPIC, 0, 2, ACCEPT)  # decided already
+    assert not inflight.decide(TOPIC, 9, 2, ACCEPT)  # a partition never seen
+    assert inflight.decide(TOPIC, 0, 1, ACCEPT) and inflight.decide(TOPIC, 0, 3, ACCEPT)
+    assert inflight.count == 0 and woken == [part, part, part]
+    assert part.take_acks() == [(1, 1, [ACCEPT]), (2, 2, [REJECT]), (3, 3, [ACCEPT]), (4, 4, [GAP])]
+    assert not part.has_acks()
+
+
+def test_a_decision_after_the_lock_expired_is_not_acknowledged() -> None:
+    inflight, part, _ = ledger()
+    inflight.deliver(part, [5], [], Lock(time.monotonic() - 60, 30.0, [5]), 0)
+    assert not inflight.decide(TOPIC, 0, 5, ACCEPT)
+    assert part.counters.expired == 1 and not part.has_acks() and inflight.count == 0
+
+
+def test_dropping_a_partition_forgets_what_it_held_and_decided() -> None:
+    inflight, part, _ = ledger()
+    inflight.deliver(part, [1, 2], [], Lock(time.monotonic(), 30.0, [1, 2]), 0)
+    inflight.decide(TOPIC, 0, 1, ACCEPT)
+    assert inflight.drop(part) == 1
+    assert inflight.count == 0 and not part.has_acks() and not part.locks
+    assert not inflight.decide(TOPIC, 0, 2, ACCEPT)  # a handler finishing late: nothing
+
+
+def test_acks_that_did_not_reach_the_broker_are_queued_again_and_counted_once_taken() -> None:
+    _, part, _ = ledger()
+    part.decided[ACCEPT] += [1, 2, 3]
+    part.decided[REJECT].append(4)
+    sent = part.take_acks()
+    part.requeue([*sent, (9, 10, [ACCEPT, RELEASE])])
+    assert part.take_acks() == [
+        (1, 3, [ACCEPT]),
+        (4, 4, [REJECT]),
+        (9, 9, [ACCEPT]),
+        (10, 10, [RELEASE]),
+    ]
+    part.acknowledged([(1, 3, [ACCEPT]), (4, 4, [REJECT]), (9, 10, [ACCEPT, RELEASE])])
+    c = part.counters
+    assert (c.accepted, c.released, c.rejected) == (4, 1, 1)
+
+
+def test_renewal_falls_due_at_half_the_lock_and_moves_records_to_a_new_lock() -> None:
+    inflight, part, _ = ledger()
+    start = time.monotonic()
+    first = Lock(start, 10.0, [1, 2, 3])
+    inflight.deliver(part, [1, 2, 3], [], first, 0)
+    later = Lock(start + 1, 10.0, [7])
+    inflight.deliver(part, [7], [], later, 0)
+    assert inflight.next_renewal([part]) == pytest.approx(start + 5)
+    assert inflight.renewals_due([part], start + 4) == {}
+    inflight.decide(TOPIC, 0, 2, ACCEPT)
+    due = inflight.renewals_due([part], start + 5.5)
+    assert due == {part: [1, 3]}
+    assert inflight.renewals_due([part], start + 5.6) == {}  # tried once: not again
+    renewed = Lock(start + 5.5, 10.0, [])
+    inflight.renewed(part, [1, 3], renewed)
+    assert part.held[1] is renewed and part.held[7] is later and part.counters.renewed == 2
+    assert inflight.next_renewal([part]) == pytest.approx(start + 6)  # ``later`` is next
+    inflight.decide(TOPIC, 0, 7, ACCEPT)
+    assert inflight.next_renewal([part]) == pytest.approx(start + 10.5)
+
+
+def test_a_record_handed_out_again_under_a_new_lock_is_one_entry() -> None:
+    inflight, part, _ = ledger()
+    now = time.monotonic()
+    inflight.deliver(part, [1], [], Lock(now - 40, 30.0, [1]), 0)  # expired, still held
+    inflight.deliver(part, [1], [], Lock(now, 30.0, [1]), 1)
+    assert inflight.count == 1 and part.counters.redelivered == 1
+    assert inflight.decide(TOPIC, 0, 1, ACCEPT)  # the newer lock decides
+    assert inflight.count == 0
+
+
+def test_the_fetch_threshold() -> None:
+    assert [fetch_threshold(n) for n in (1, 5, 10, 100, 1000)] == [1, 1, 1, 10, 50]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_share_settings_are_checked() -> None:
+    config = cg.Config()
+    assert config.share.concurrency == 100 and config.share.renew
+    config.share.max_wait = 0
+    with pytest.raises(cg.ConfigurationError, match=r"share\.max_wait"):
+        config.validate()
+    config = cg.Config()
+    with pytest.raises(cg.ConfigurationError, match="did you mean 'concurrency'"):
+        config.share.concurency = 5  # type: ignore[attr-defined]
+
+
+def test_import_consumergroup_does_not_load_the_share_package() -> None:
+    code = (
+        "import sys, consumergroup as cg\n"
+        "assert 'consumergroup.share' not in sys.modules\n"
+        "assert 'ShareGroup' in dir(cg)\n"
+        "assert cg.AckType.REJECT == 3\n"
+        "assert cg.ShareGroup.__module__ == 'consumergroup.share.group'\n"
+        "assert 'consumergroup.share' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
