@@ -10,6 +10,8 @@ and ``_output`` (rich tables, ``--json``):
 * ``groups``, ``describe``, ``delete`` (:mod:`.groups`): the cluster's groups.
 * ``lag``, ``reset-offsets`` (:mod:`.offsets`): a group's committed offsets.
 * ``topics`` (:mod:`.topics`): list, describe, create or delete topics.
+* ``share list | describe | lag | reset-offsets | delete`` (:mod:`.share`): share groups
+  (KIP-932), as ``kafka-share-groups.sh`` shows them.
 * ``demo`` (:mod:`.demo`, with its producer in :mod:`.producer`): the live demo
   on an embedded broker, with a rebalance and a loss count.
 * ``broker`` (:mod:`.broker`): the embedded broker in the foreground, for trying
@@ -99,6 +101,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "topics",
         "List the cluster's topics with their partition counts; or --describe, --create or "
         "--delete them (the flags of kafka-topics.sh).",
+    ),
+    "share": (
+        "share",
+        "share",
+        "Share groups (KIP-932, Apache Kafka 4.2+): list, describe, lag, reset-offsets, delete.",
     ),
     "demo": (
         "demo",
@@ -194,8 +201,9 @@ def main(verbose: int) -> None:
 
     `consumergroup consume` joins a group and prints what it reads;
     `groups`, `describe`, `lag`, `reset-offsets`, `delete`, `topics` and
-    `produce` operate a cluster; `consumergroup demo` runs a live demo on an
-    embedded broker; `consumergroup broker` runs one for you to try things on.
+    `produce` operate a cluster, `share ...` its share groups; `consumergroup
+    demo` runs a live demo on an embedded broker; `consumergroup broker` runs
+    one for you to try things on.
     Exit codes: 0 ok, 1 failure, 2 usage error.
     """
     from ._common import setup_logging  # a command runs: its module loads _common anyway

@@ -54,6 +54,9 @@ import click
 from .._lifecycle import AsyncResource
 from ..admin import ClusterAdmin
 from ..config import Config, SASLConfig
+
+if TYPE_CHECKING:
+    from ..share.admin import ShareGroupAdmin
 from ..errors import ConfigurationError, ConsumerGroupError
 from . import _properties as properties
 from ._common import CliError, explain_connect_error, split_bootstrap, status
@@ -425,6 +428,14 @@ class ClusterOptions:
     async def admin(self) -> AsyncIterator[ClusterAdmin]:
         """A started :class:`ClusterAdmin`; failing to reach the cluster is one clear line."""
         async with self._started(ClusterAdmin(self.addrs, self.config())) as admin:
+            yield admin
+
+    @contextlib.asynccontextmanager
+    async def share_admin(self) -> AsyncIterator[ShareGroupAdmin]:
+        """A started :class:`~consumergroup.share.admin.ShareGroupAdmin`, the same way."""
+        from ..share.admin import ShareGroupAdmin  # only the share commands load it
+
+        async with self._started(ShareGroupAdmin(self.addrs, self.config())) as admin:
             yield admin
 
     @contextlib.asynccontextmanager

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
 import click
 
@@ -22,8 +23,10 @@ from ._common import (
 )
 from ._output import json_option, print_json, print_table
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-async def _topic_partitions(admin: ClusterAdmin, specs: Sequence[str]) -> list[TopicPartition]:
+
+async def topic_partitions(admin: ClusterAdmin, specs: Sequence[str]) -> list[TopicPartition]:
     """``T`` (every partition) or ``T:0,2`` (those) -> partitions, checked against metadata."""
     out: list[TopicPartition] = []
     for spec in specs:
@@ -91,7 +94,7 @@ async def lag_rows(
     else:
         committed = await admin.list_consumer_group_offsets(group)
         seen = sorted({t for t, _ in committed})
-        partitions = await _topic_partitions(admin, seen) if seen else []
+        partitions = await topic_partitions(admin, seen) if seen else []
     ends = await admin.end_offsets(partitions) if partitions else {}
     return [LagRow(t, p, committed.get((t, p)), ends[(t, p)]) for t, p in sorted(partitions)]
 
@@ -111,7 +114,7 @@ def lag(group: str, topics: tuple[str, ...], cluster: ClusterOptions, as_json: b
 
     async def run() -> int:
         async with cluster.admin() as admin:
-            picked = await _topic_partitions(admin, topics) if topics else None  # usage first
+            picked = await topic_partitions(admin, topics) if topics else None  # usage first
             await existing_group(admin, group)
             rows = await lag_rows(admin, group, picked)
         if as_json:
@@ -145,7 +148,7 @@ def _parse_datetime(text: str) -> datetime:
     return when if when.tzinfo is not None else when.astimezone()  # no zone: local time
 
 
-async def _targets(
+async def reset_targets(
     admin: ClusterAdmin,
     partitions: list[TopicPartition],
     current: dict[TopicPartition, int],
@@ -174,19 +177,88 @@ async def _targets(
     return {tp: min(max(wanted[tp], earliest[tp]), end[tp]) for tp in partitions}
 
 
+def reset_options(func: _F) -> _F:
+    """The options of a reset: ``--topic`` or ``--all-topics``, one target
+    (``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime ISO``,
+    ``--shift-by N``), ``--execute`` or ``--dry-run``; check them with :func:`reset_target`."""
+    options = [
+        topics_option("TOPIC (every partition) or TOPIC:0,1 (repeatable)."),
+        click.option("--all-topics", is_flag=True, help="Every topic the group has offsets on."),
+        click.option("--to-earliest", is_flag=True, help="The first offset."),
+        click.option("--to-latest", is_flag=True, help="The end offset."),
+        click.option(
+            "--to-offset", type=click.IntRange(min=0), help="This offset (clamped to the log)."
+        ),
+        click.option("--to-datetime", metavar="ISO", help="First offset at/after this time."),
+        click.option("--shift-by", type=int, help="Move the current offset by N (negative: back)."),
+        click.option("--execute", is_flag=True, help="Apply the change (default: a dry run)."),
+        click.option("--dry-run", is_flag=True, help="Only show the change (the default)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def reset_target(
+    topics: tuple[str, ...],
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+    execute: bool,
+    dry_run: bool,
+) -> tuple[str, str | int]:
+    """The one target :func:`reset_options` name; a usage error for anything else."""
+    given: list[tuple[str, str | int | None]] = [
+        ("earliest", "" if to_earliest else None),
+        ("latest", "" if to_latest else None),
+        ("offset", to_offset),
+        ("datetime", to_datetime),
+        ("shift", shift_by),
+    ]
+    chosen: list[tuple[str, str | int]] = [(k, arg) for k, arg in given if arg is not None]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO, "
+            "--shift-by N"
+        )
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic TOPIC (repeatable) or --all-topics")
+    if execute and dry_run:
+        raise click.UsageError("--execute and --dry-run: give one of them")
+    if chosen[0][0] == "datetime":
+        _parse_datetime(str(chosen[0][1]))  # a usage error before any broker contact
+    return chosen[0]
+
+
+def print_reset(
+    group: str,
+    rows: Sequence[tuple[str, int, int | None, int]],
+    execute: bool,
+    as_json: bool,
+    what: str = "offsets",
+) -> None:
+    """Each partition's current and new offset, and what was done (stderr)."""
+    if as_json:
+        print_json([{"topic": t, "partition": p, "current": c, "new": n}
+                    for t, p, c, n in rows])  # fmt: skip
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "CURRENT", "NEW"],
+            [list(r) for r in rows],
+            title=f"group {group}: {'reset' if execute else 'dry run, nothing changed'}",
+        )
+    if execute:
+        status(f"reset the {what} of group {group!r} on {len(rows)} partition(s)")
+    else:
+        status("dry run: nothing changed; add --execute to apply")
+
+
 @click.command("reset-offsets")
 @group_argument
-@topics_option("TOPIC (every partition) or TOPIC:0,1 (repeatable).")
-@click.option(
-    "--all-topics", is_flag=True, help="Every topic the group has committed offsets on."
-)
-@click.option("--to-earliest", is_flag=True, help="The first offset.")
-@click.option("--to-latest", is_flag=True, help="The end offset.")
-@click.option("--to-offset", type=click.IntRange(min=0), help="This offset (clamped to the log).")
-@click.option("--to-datetime", metavar="ISO", help="First offset at/after this time.")
-@click.option("--shift-by", type=int, help="Move the committed offset by N (negative: back).")
-@click.option("--execute", is_flag=True, help="Apply the change (default: a dry run).")
-@click.option("--dry-run", is_flag=True, help="Only show the change (the default).")
+@reset_options
 @cluster_options
 @json_option
 def reset_offsets(
@@ -209,25 +281,10 @@ def reset_offsets(
     has members (their commits would overwrite the reset): stop them first.
     A time without a zone in --to-datetime is local time.
     """
-    given: list[tuple[str, str | int | None]] = [
-        ("earliest", "" if to_earliest else None),
-        ("latest", "" if to_latest else None),
-        ("offset", to_offset),
-        ("datetime", to_datetime),
-        ("shift", shift_by),
-    ]
-    chosen: list[tuple[str, str | int]] = [(k, arg) for k, arg in given if arg is not None]
-    if len(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO, "
-            "--shift-by N"
-        )
-    if bool(topics) == all_topics:
-        raise click.UsageError("give --topic TOPIC (repeatable) or --all-topics")
-    if execute and dry_run:
-        raise click.UsageError("--execute and --dry-run: give one of them")
-    if chosen[0][0] == "datetime":
-        _parse_datetime(str(chosen[0][1]))  # a usage error before any broker contact
+    target = reset_target(
+        topics, all_topics, to_earliest, to_latest, to_offset, to_datetime, shift_by, execute,
+        dry_run,
+    )  # fmt: skip
 
     async def run() -> int:
         async with cluster.admin() as admin:
@@ -245,27 +302,15 @@ def reset_offsets(
                         f"group {group!r} has no committed offsets: --all-topics names no "
                         "topic; give --topic TOPIC"
                     )
-                partitions = await _topic_partitions(admin, seen)
+                partitions = await topic_partitions(admin, seen)
             else:
-                partitions = await _topic_partitions(admin, topics)
+                partitions = await topic_partitions(admin, topics)
             current = await admin.list_consumer_group_offsets(group, partitions)
-            new = await _targets(admin, partitions, current, chosen[0])
+            new = await reset_targets(admin, partitions, current, target)
             if execute:
                 await admin.commit_offsets(group, new)
         rows = [(t, p, current.get((t, p)), new[(t, p)]) for t, p in partitions]
-        if as_json:
-            print_json([{"topic": t, "partition": p, "current": c, "new": n}
-                        for t, p, c, n in rows])  # fmt: skip
-        else:
-            print_table(
-                ["TOPIC", "PARTITION", "CURRENT", "NEW"],
-                [list(r) for r in rows],
-                title=f"group {group}: {'reset' if execute else 'dry run, nothing changed'}",
-            )
-        if execute:
-            status(f"reset the offsets of group {group!r} on {len(rows)} partition(s)")
-        else:
-            status("dry run: nothing changed; add --execute to apply")
+        print_reset(group, rows, execute, as_json)
         return EXIT_OK
 
     raise SystemExit(run_command(run))

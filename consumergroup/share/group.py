@@ -209,6 +209,8 @@ class ShareGroup(AsyncResource):
         self._idle.set()
         self._error: str | None = None
         self._started = False
+        # Around a run's tasks: close() cancels it when the run overruns its deadline.
+        self._scope: anyio.CancelScope | None = None
 
     @property
     def state(self) -> GroupState:
@@ -272,6 +274,8 @@ class ShareGroup(AsyncResource):
         if self._running:
             raise ConfigurationError(f"share group {self.group_id!r} is already running")
         await self.start()
+        if self._closing:
+            raise ClosedError(f"share group {self.group_id!r} is closed")
         self._running = True
         self._idle = anyio.Event()
         run = ShareRun(
@@ -290,7 +294,8 @@ class ShareGroup(AsyncResource):
         token = _INSIDE.set(self)
         try:
             try:
-                await run.run()
+                with anyio.CancelScope() as self._scope:
+                    await run.run()
             except BaseExceptionGroup as group:
                 raise single_error(group) from None
             finally:
@@ -359,6 +364,11 @@ class ShareGroup(AsyncResource):
             return
         with anyio.CancelScope(deadline=deadline):
             await self._idle.wait()
+        if not self._idle.is_set() and self._scope is not None:
+            self.log.warning("the run did not end by the close deadline: cancelling it")
+            self._scope.cancel()
+            with anyio.move_on_after(self.config.net.read_timeout):
+                await self._idle.wait()
         self._closed = True
         await self._client.close()
         self._set_state(GroupState.CLOSED)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
+from consumergroup.share.admin import ShareGroupAdmin
 
 
 def share_config(**overrides: object) -> cg.Config:
@@ -137,3 +138,17 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def wait_for_members(bootstrap: str, group: str, count: int, timeout: float) -> None:
+    """Until share group ``group`` has ``count`` members (as its coordinator says)."""
+    deadline = time.monotonic() + timeout
+    async with ShareGroupAdmin([bootstrap]) as admin:
+        while True:
+            with contextlib.suppress(cg.ConsumerGroupError):
+                [desc] = await admin.describe_share_groups([group])
+                if len(desc.members) >= count:
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {count} members")
+            await asyncio.sleep(0.2)

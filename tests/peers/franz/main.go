@@ -9,10 +9,17 @@
 // records (with -records: every message's partition and offset), result, closed. A line on
 // stdin, stdin closing, SIGTERM or SIGINT stops it cleanly: marked offsets are committed,
 // the member leaves the group.
+//
+// With -share it is a member of a share group (KIP-932, franz-go's ShareGroup): each poll
+// accepts the records of the one before (implicit acknowledgement), the last poll's records
+// are accepted before it leaves; the same events, without assigned/revoked (a share group
+// hands out records, not partitions); -max-records sets ShareMaxRecords (strict) and
+// -delay-ms sleeps per record.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -79,9 +86,16 @@ func produce(op peerio.Options, o *peerio.Out) {
 }
 
 func main() {
+	share := flag.Bool("share", false, "a share-group member (KIP-932) instead of a consumer-group one")
+	maxRecords := flag.Int("max-records", 500, "share: MaxRecords of each ShareFetch (strict)")
+	delayMs := flag.Int("delay-ms", 0, "share: milliseconds to sleep per record")
 	op := peerio.ParseOptions("franz-peer")
 	if op.Produce {
 		produce(op, peerio.NewOut())
+		return
+	}
+	if *share {
+		runShare(op, int32(*maxRecords), time.Duration(*delayMs)*time.Millisecond)
 		return
 	}
 	var balancer kgo.GroupBalancer
@@ -200,5 +214,96 @@ func main() {
 	}
 	cancel()
 	cl.Close() // leaves the group
+	o.Event("closed", nil)
+}
+
+// runShare is the -share member: poll, report, sleep -delay-ms per record; each poll accepts
+// the previous one's records, and the last ones are accepted before the member leaves.
+func runShare(op peerio.Options, maxRecords int32, delay time.Duration) {
+	o := peerio.NewOut()
+	o.Event("hello", nil)
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(op.Bootstrap...),
+		kgo.ClientID(op.ClientID),
+		kgo.ShareGroup(op.Group),
+		kgo.ConsumeTopics(op.Topic),
+		kgo.ShareMaxRecords(maxRecords),
+		kgo.ShareMaxRecordsStrict(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		log.Fatalf("franz-peer: %v", err)
+	}
+	ctx, stop := peerio.StopContext()
+	throughput := op.Throughput
+	if !throughput {
+		go o.FlushEvery()
+	}
+	var count, nFirst int64
+	var tFirst, tLast, cpuFirst float64
+	var last []*kgo.Record
+	o.Event("start", nil)
+	for ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		if fetches.IsClientClosed() {
+			break
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "franz-peer: share fetch %s[%d]: %v\n", t, p, err)
+			}
+		})
+		last = last[:0]
+		t := peerio.Now()
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			n := len(fp.Records)
+			if n == 0 {
+				return
+			}
+			last = append(last, fp.Records...)
+			if delay > 0 {
+				time.Sleep(time.Duration(n) * delay)
+			}
+			if !throughput {
+				o.Mu.Lock()
+				o.Consumed = append(o.Consumed, []any{fp.Partition, t, n, fp.Records[n-1].Offset})
+				if op.Records {
+					for _, r := range fp.Records {
+						o.Records = append(o.Records, [2]int64{int64(r.Partition), r.Offset})
+					}
+				}
+				o.Mu.Unlock()
+			}
+			if count == 0 {
+				tFirst, nFirst = t, int64(n)
+				if throughput {
+					cpuFirst = peerio.CPUNow()
+				}
+			}
+			count += int64(n)
+			tLast = t
+		})
+		if throughput && count >= op.Expect && count > 0 {
+			res := map[string]any{
+				"count": count, "n_first": nFirst, "cpu_first": cpuFirst,
+				"t_first": tFirst, "t_last": tLast,
+			}
+			if tLast > tFirst {
+				res["msgs_per_s"] = float64(count-nFirst) / (tLast - tFirst)
+			}
+			o.Result(res)
+			stop()
+		}
+	}
+	if !throughput {
+		o.Result(map[string]any{"count": count, "t_first": tFirst, "t_last": tLast})
+	}
+	cl.MarkAcks(kgo.AckAccept, last...) // leaving would release them otherwise
+	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := cl.FlushAcks(flushCtx); err != nil {
+		fmt.Fprintf(os.Stderr, "franz-peer: flushing acknowledgements: %v\n", err)
+	}
+	cancel()
+	cl.Close() // closes the share sessions, leaves the group
 	o.Event("closed", nil)
 }

@@ -22,6 +22,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -41,6 +42,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * offset), result, closed. Offsets are committed asynchronously every --commit-interval, and
  * synchronously for partitions being revoked and at exit. A line on stdin, stdin closing or
  * SIGTERM stops it cleanly: final commit, then the member leaves the group.
+ *
+ * <p>{@code --protocol share} makes it a member of a share group (KIP-932) on the Java {@code
+ * KafkaShareConsumer}, acknowledging implicitly (each poll accepts the records of the previous
+ * one; close accepts the last): the same events, without assigned/revoked (a share group hands
+ * out records, not partitions), and {@code --delay-ms N} per record.
  */
 public final class JavaPeer {
   private static final long FLUSH_NANOS = 100_000_000L;
@@ -54,7 +60,8 @@ public final class JavaPeer {
           + " [--size BYTES (produce)]"
           + " [--expect N] [--session-timeout S] [--heartbeat S] [--rebalance-timeout S]"
           + " [--assignor range|roundrobin|sticky|cooperative-sticky]"
-          + " [--protocol classic|consumer] [--remote-assignor uniform|range]"
+          + " [--protocol classic|consumer|share] [--remote-assignor uniform|range]"
+          + " [--max-poll-records N] [--delay-ms N]"
           + " [--instance-id ID] [--client-id ID] [--isolation read_committed|read_uncommitted]"
           + " [--commit-interval S] [--records]";
 
@@ -420,13 +427,107 @@ public final class JavaPeer {
     }
   }
 
+  /** A share-group member: poll, report, sleep --delay-ms per record, acknowledge implicitly. */
+  private void runShare(Map<String, String> o) throws InterruptedException {
+    boolean throughput = o.getOrDefault("mode", "stream").equals("throughput");
+    boolean withRecords = o.containsKey("records");
+    long expect = Long.parseLong(o.getOrDefault("expect", "0"));
+    long delayMs = Long.parseLong(o.getOrDefault("delay-ms", "0"));
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, o.get("bootstrap"));
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, o.get("group"));
+    p.put(ConsumerConfig.CLIENT_ID_CONFIG, o.getOrDefault("client-id", "java-share-peer"));
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, "implicit");
+    p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.getOrDefault("max-poll-records", "500"));
+    p.put(ConsumerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+    event("hello", "");
+    KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p);
+    CountDownLatch done = new CountDownLatch(1);
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      consumer.wakeup();
+      try {
+        done.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }));
+    Thread stdin = new Thread(() -> {
+      try {
+        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
+      } catch (IOException e) {
+        // closed: stop as well
+      }
+      consumer.wakeup();
+    });
+    stdin.setDaemon(true);
+    stdin.start();
+    long count = 0;
+    long nFirst = 0;
+    double cpuFirst = 0;
+    double tFirst = 0;
+    double tSteady = 0;
+    double tLast = 0;
+    event("start", "");
+    try {
+      consumer.subscribe(List.of(o.get("topic")));
+      while (true) {
+        ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+        for (ConsumerRecord<byte[], byte[]> r : batch) {
+          if (!throughput) {
+            add(r.partition(), r.offset(), withRecords);
+          }
+          if (delayMs > 0) {
+            Thread.sleep(delayMs);
+          }
+        }
+        int n = batch.count();
+        if (n > 0) {
+          count += n;
+          tLast = now();
+          if (tFirst == 0) {
+            tFirst = tLast;
+          }
+          if (tSteady == 0 && (!throughput || count >= expect / WARMUP_DIVISOR)) {
+            tSteady = tLast;
+            nFirst = count;
+            cpuFirst = throughput ? cpuNow() : 0;
+          }
+        }
+        if (throughput && count >= expect && count > 0) {
+          String rate = tLast > tSteady ? ",\"msgs_per_s\":" + (count - nFirst) / (tLast - tSteady) : "";
+          event("result", "\"count\":" + count + ",\"n_first\":" + nFirst + ",\"cpu_first\":"
+              + cpuFirst + ",\"t_first\":" + tFirst + ",\"t_steady\":" + tSteady + ",\"t_last\":"
+              + tLast + "," + usage() + rate);
+          break;
+        }
+        if (System.nanoTime() - lastFlush >= FLUSH_NANOS) {
+          flush();
+        }
+      }
+    } catch (WakeupException e) {
+      // asked to stop
+    } finally {
+      if (!throughput) {
+        event("result", "\"count\":" + count + ",\"t_first\":" + tFirst + ",\"t_last\":" + tLast
+            + "," + usage());
+      }
+      consumer.close(); // accepts the last poll's records, leaves the group
+      event("closed", "");
+      done.countDown();
+    }
+  }
+
   /** Entry point: see {@link #USAGE}. */
   public static void main(String[] args) throws Exception {
     Map<String, String> o = parse(args);
     if ("produce".equals(o.get("mode"))) {
       new JavaPeer().produce(o);
-      return;
+    } else if (o.getOrDefault("protocol", "classic").equals("share")) {
+      new JavaPeer().runShare(o);
+    } else {
+      new JavaPeer().run(o);
     }
-    new JavaPeer().run(o);
   }
 }

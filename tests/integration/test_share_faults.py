@@ -1,0 +1,150 @@
+"""A share-group member killed (kill -9) or frozen (SIGSTOP) while it handles records.
+
+``kafka_only``: share groups need Apache Kafka 4.2+ (Tansu has none). The member under
+test runs in its own process (``share_member_process``); a member in the test's process
+takes what comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.share_support import Collector, share_group, share_member, wait_until
+
+KAFKA = "share groups need Apache Kafka 4.2+ (Tansu has none)"
+
+
+class Child:
+    """A share member process and what it printed."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.events: list[dict[str, Any]] = []
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.events.append(json.loads(line))
+
+    def of(self, ev: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["ev"] == ev]
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.of("stats")[-1] if self.of("stats") else {}
+
+
+@contextlib.asynccontextmanager
+async def child_member(
+    bootstrap: str, group: str, topic: str, *, delay: float, concurrency: int
+) -> AsyncIterator[Child]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration.share_member_process",
+        bootstrap,
+        group,
+        topic,
+        "--delay",
+        str(delay),
+        "--concurrency",
+        str(concurrency),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=str(Path(__file__).parents[2]),
+    )
+    child = Child(proc)
+    try:
+        yield child
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+            await proc.wait()
+        child.reader.cancel()
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_killed_members_records_come_back_after_the_lock(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """kill -9 of a member mid-record: the records it held come to the other member once
+    their lock (3 s) expires, with delivery count 2; none is lost."""
+    topic = await new_topic(partitions=1)  # both members read it (two would be split)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=3.0)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(40)], partition=0)
+    survivor = Collector("survivor")
+    async with child_member(bootstrap, group, topic, delay=600.0, concurrency=10) as child:
+        await wait_until(lambda: len(child.of("start")) == 10, 60, "the child to take 10")
+        async with share_member(bootstrap, group, [topic], survivor, concurrency=10):
+            await wait_until(lambda: len(survivor.seen) == 30, 60, "the other 30")
+            child.proc.kill()
+            await child.proc.wait()
+            killed = time.monotonic()
+            await wait_until(lambda: len(survivor.seen) == 40, 60, "the killed member's 10")
+            await asyncio.sleep(0.5)
+    held = {(e["p"], e["o"]) for e in child.of("start")}
+    back = {(s.partition, s.offset): s for s in survivor.seen if (s.partition, s.offset) in held}
+    assert len(back) == 10 and all(s.delivery_count == 2 for s in back.values())
+    assert min(s.start for s in back.values()) - killed < 3.0 + 2.0  # the lock, and no more
+    assert len(survivor.offsets()) == 40 and set(survivor.offsets().values()) == {1}
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_frozen_member_is_fenced_and_rejoins_without_acknowledging_stale_records(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """SIGSTOP past the session timeout: the member is fenced, its records go to the other
+    member; on SIGCONT its handlers finish, but it acknowledges none of those (their
+    locks expired: the broker refused nothing because nothing was sent), rejoins and
+    handles new records."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=2.0, session_timeout=3.0, heartbeat=0.5)
+    await produce(bootstrap, topic, [b"old-%d" % i for i in range(10)], partition=0)
+    other = Collector("other")
+    async with child_member(bootstrap, group, topic, delay=3.0, concurrency=5) as child:
+        await wait_until(lambda: len(child.of("start")) == 5, 60, "the child to take 5")
+        os.kill(child.proc.pid, signal.SIGSTOP)
+        frozen = {(e["p"], e["o"]) for e in child.of("start")}
+        async with share_member(bootstrap, group, [topic], other, concurrency=10):
+            await wait_until(lambda: len(other.offsets()) == 10, 60, "all 10 at the other")
+            await asyncio.sleep(3.5)  # past the session timeout: fenced
+            os.kill(child.proc.pid, signal.SIGCONT)
+            await wait_until(
+                lambda: len(child.of("done")) >= 5, 30, "the thawed handlers to finish"
+            )
+            await wait_until(
+                lambda: child.stats.get("state") == "stable" and child.stats["member_epoch"] > 0,
+                30,
+                "the child to rejoin",
+            )
+            await produce(bootstrap, topic, [b"new-%d" % i for i in range(20)], partition=0)
+            await wait_until(
+                lambda: any(e["o"] >= 10 for e in child.of("done")), 60, "the child to work again"
+            )
+            child.proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(child.proc.wait(), 30)
+    final = child.stats
+    assert final.get("final")
+    parts = final["partitions"]
+    assert sum(p["refused"] for p in parts) == 0  # no stale acknowledgement was sent
+    handled_twice = {(s.partition, s.offset) for s in other.seen} & frozen
+    assert handled_twice == frozen
+    assert all(s.delivery_count >= 2 for s in other.seen if (s.partition, s.offset) in frozen)
