@@ -15,6 +15,11 @@ Two sources, so the hot path pays nothing beyond a counter per record set:
   high watermark, records and bytes consumed, event-loop lag, last heartbeat age,
   errors dropped.
 
+A :class:`~consumergroup.ShareGroup` is tracked the same way; it has no observer events,
+and its scrape-time series (``consumergroup_share_*``) are the records in flight, those
+delivered and redelivered, acknowledged by type, lock renewals, and handler errors, plus
+the state, member epoch (protocol ``share``) and heartbeat age every member has.
+
 Scrapes call ``group.stats()``, which reads the event loop's state: serve them from
 the loop (the FastAPI and aiohttp integrations' ``GET /metrics`` do). Names follow
 Prometheus conventions; every series has a ``group`` label (the group id), the
@@ -24,7 +29,7 @@ per-partition ones also ``topic`` and ``partition``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 try:
@@ -40,6 +45,7 @@ from .group.state import GroupObserver, GroupState, GroupStats
 
 if TYPE_CHECKING:
     from .group.consumer_group import ConsumerGroup
+    from .share.group import ShareGroup, ShareGroupStats
 
 __all__ = ["METRIC_NAMES", "GroupMetrics"]
 
@@ -82,6 +88,18 @@ METRIC_NAMES: dict[str, str] = {
     "consumergroup_high_watermark": "High watermark as of the last fetch",
     "consumergroup_records_consumed": "Records the member's handlers took from the partition",
     "consumergroup_bytes_consumed": "Bytes of the record batches those records came in",
+    "consumergroup_share_in_flight": (
+        "Share group: records the member holds (acquired, being handled or about to be)"
+    ),
+    "consumergroup_share_delivered": "Share group: records handed to the handler",
+    "consumergroup_share_redelivered": (
+        "Share group: of those, records delivered before (delivery count above 1)"
+    ),
+    "consumergroup_share_acknowledged": (
+        "Share group: records acknowledged, by type (accept, release, reject)"
+    ),
+    "consumergroup_share_renewals": "Share group: record lock renewals",
+    "consumergroup_share_handler_errors": "Share group: handler calls that raised",
 }
 
 #: One GroupMetrics per registry (metric names are unique within a registry), by the
@@ -101,7 +119,7 @@ class GroupMetrics(GroupObserver):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = REGISTRY if registry is None else registry
-        self._groups: dict[str, weakref.ref[ConsumerGroup]] = {}
+        self._groups: dict[str, weakref.ref[ConsumerGroup | ShareGroup]] = {}
         r = self.registry
         self._rebalance_seconds = _histogram(
             "consumergroup_rebalance_duration_seconds", _REBALANCE_BUCKETS, r
@@ -124,8 +142,9 @@ class GroupMetrics(GroupObserver):
             return existing
         return cls(registry)
 
-    def track(self, group: ConsumerGroup) -> None:
-        """Export ``group``'s metrics from now on (idempotent for the same group).
+    def track(self, group: ConsumerGroup | ShareGroup) -> None:
+        """Export ``group``'s metrics from now on (idempotent for the same group); a
+        consumer group's or a share group's member.
 
         Raises ValueError for a second member of the same group id: their series would
         carry the same labels (use a registry per member for that).
@@ -140,11 +159,13 @@ class GroupMetrics(GroupObserver):
                 "give each member of the same group its own CollectorRegistry"
             )
         self._groups[group.group_id] = weakref.ref(group)
+        if not hasattr(group, "add_observer"):
+            return  # a share group: its series all come from stats() at scrape time
         for metric in (self._commit_failures, self._heartbeat_failures):
             metric.labels(group.group_id)  # the series exists (at 0) before the first event
         group.add_observer(self)
 
-    def groups(self) -> list[ConsumerGroup]:
+    def groups(self) -> list[ConsumerGroup | ShareGroup]:
         """The tracked groups that are still alive."""
         return [g for ref in self._groups.values() if (g := ref()) is not None]
 
@@ -193,7 +214,7 @@ class _StatsCollector:
         return _families([g.stats() for g in self._metrics.groups()])
 
 
-def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
+def _families(snapshots: list[GroupStats | ShareGroupStats]) -> Iterator[Metric]:
     def gauge(name: str, labels: tuple[str, ...]) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, METRIC_NAMES[name], labels=labels)
 
@@ -214,18 +235,22 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
     high_watermark = gauge("consumergroup_high_watermark", _PARTITION)
     records = counter("consumergroup_records_consumed", _PARTITION)
     nbytes = counter("consumergroup_bytes_consumed", _PARTITION)
+    share = _ShareFamilies(gauge, counter)
     for stats in snapshots:
         g = [stats.group_id]
         for s in GroupState:
             state.add_metric([*g, s.value], 1.0 if s is stats.state else 0.0)
+        epoch.add_metric([*g, stats.protocol], stats.member_epoch)
+        if stats.last_heartbeat_age is not None:
+            heartbeat_age.add_metric(g, stats.last_heartbeat_age)
+        if not isinstance(stats, GroupStats):
+            share.add(stats)
+            continue
         rebalances.add_metric(g, stats.rebalances)
         errors_dropped.add_metric(g, stats.errors_dropped)
         runaways.add_metric(g, stats.runaway_handlers)
         assigned.add_metric(g, len(stats.partitions))
-        epoch.add_metric([*g, stats.protocol], stats.member_epoch)
         loop_lag.add_metric(g, stats.loop_lag)
-        if stats.last_heartbeat_age is not None:
-            heartbeat_age.add_metric(g, stats.last_heartbeat_age)
         for (topic, partition), p in sorted(stats.partitions.items()):
             labels = [*g, topic, str(partition)]
             lag.add_metric(labels, p.lag)
@@ -237,3 +262,47 @@ def _families(snapshots: list[GroupStats]) -> Iterator[Metric]:
     yield from (state, rebalances, errors_dropped, runaways, assigned, epoch, loop_lag)
     yield heartbeat_age
     yield from (lag, position, committed, high_watermark, records, nbytes)
+    yield from share.families()
+
+
+class _ShareFamilies:
+    """The share-group series of one scrape (``consumergroup_share_*``)."""
+
+    def __init__(
+        self,
+        gauge: Callable[[str, tuple[str, ...]], GaugeMetricFamily],
+        counter: Callable[[str, tuple[str, ...]], CounterMetricFamily],
+    ) -> None:
+        self.in_flight = gauge("consumergroup_share_in_flight", _PARTITION)
+        self.delivered = counter("consumergroup_share_delivered", _PARTITION)
+        self.redelivered = counter("consumergroup_share_redelivered", _PARTITION)
+        self.acknowledged = counter("consumergroup_share_acknowledged", (*_PARTITION, "type"))
+        self.renewals = counter("consumergroup_share_renewals", _PARTITION)
+        self.handler_errors = counter("consumergroup_share_handler_errors", _GROUP)
+
+    def add(self, stats: ShareGroupStats) -> None:
+        """One share-group member's snapshot."""
+        self.handler_errors.add_metric([stats.group_id], stats.handler_errors)
+        for (topic, partition), p in sorted(stats.partitions.items()):
+            labels = [stats.group_id, topic, str(partition)]
+            self.in_flight.add_metric(labels, p.in_flight)
+            self.delivered.add_metric(labels, p.delivered)
+            self.redelivered.add_metric(labels, p.redelivered)
+            self.renewals.add_metric(labels, p.renewed)
+            for kind, count in (
+                ("accept", p.accepted),
+                ("release", p.released),
+                ("reject", p.rejected),
+            ):
+                self.acknowledged.add_metric([*labels, kind], count)
+
+    def families(self) -> tuple[Metric, ...]:
+        """The families, each with the samples added."""
+        return (
+            self.in_flight,
+            self.delivered,
+            self.redelivered,
+            self.acknowledged,
+            self.renewals,
+            self.handler_errors,
+        )

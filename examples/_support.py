@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import consumergroup as cg
-from consumergroup.testing import EmbeddedBroker
+from consumergroup.testing import EmbeddedBroker, KafkaCluster
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class Standalone:
     keyed: bool = False  # keys key-0, key-1, ... alongside the values
     per_request: int | None = None  # records per flush, so per batch (None: all at once)
     value: Callable[[int], bytes] | None = None  # record i's value, instead of record-i
+    # Apache Kafka (KafkaCluster: Java 17+, jars from Maven Central on first use) instead of
+    # the embedded Tansu: for what Tansu lacks (share groups).
+    kafka: bool = False
 
 
 async def run_until(
@@ -62,7 +65,7 @@ async def broker_for(
     if bootstrap:
         yield bootstrap
         return
-    async with EmbeddedBroker() as broker:
+    async with KafkaCluster() if standalone.kafka else EmbeddedBroker() as broker:
         await broker.create_topic(topic, partitions=3)
         n = standalone.records
         make = standalone.value or (lambda i: f"record-{i}".encode())
@@ -74,7 +77,8 @@ async def broker_for(
                 await producer.send(topic, make(i), key=key, partition=i % 3)
                 if (i + 1) % step == 0:
                     await producer.flush()
-        print(f"embedded broker at {broker.bootstrap}: produced {n} records", flush=True)
+        kind = "Apache Kafka" if standalone.kafka else "embedded broker"
+        print(f"{kind} at {broker.bootstrap}: produced {n} records", flush=True)
         yield broker.bootstrap
 
 

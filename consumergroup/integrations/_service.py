@@ -2,7 +2,9 @@
 
 * :class:`GroupRunner`: runs groups as background tasks of a web service and
   stops them within a bound; a group that fails for good is logged and reported,
-  never raised into the server.
+  never raised into the server. A group is a :class:`~consumergroup.ConsumerGroup`
+  or a :class:`~consumergroup.ShareGroup` (its handler a ShareGroupHandler, run with
+  its ``concurrency``); both report through ``stats()`` (state, partitions, error).
 * :class:`LoopLagMonitor`: the event loop's scheduling delay, for liveness.
 * :class:`ServiceHealth`: the three endpoints' answers (status code + JSON body,
   or the Prometheus exposition), for the adapters to wrap in their responses.
@@ -24,6 +26,8 @@ from ..errors import ConfigurationError
 from ..group.consumer_group import ConsumerGroup
 from ..group.handler import ConsumerGroupHandler
 from ..group.state import GroupState
+from ..share.group import ShareGroup
+from ..share.handler import ShareGroupHandler
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -39,27 +43,34 @@ STALL_THRESHOLD = 5.0
 #: How long a group's task may take to end once its close() returned or gave up (s).
 _GRACE = 2.0
 
-Groups = ConsumerGroup | Sequence[ConsumerGroup]
+#: A member a service runs: of a consumer group or of a share group.
+AnyGroup = ConsumerGroup | ShareGroup
+Groups = AnyGroup | Sequence[AnyGroup]
+Handler = ConsumerGroupHandler | ShareGroupHandler
 JSON = dict[str, object]
 
 
-def as_groups(group_or_groups: Groups) -> list[ConsumerGroup]:
+def as_groups(group_or_groups: Groups) -> list[AnyGroup]:
     """One group or several, as a non-empty list (a clear error for anything else)."""
-    groups = [group_or_groups] if isinstance(group_or_groups, ConsumerGroup) else group_or_groups
-    groups = list(groups)
-    if not groups or not all(isinstance(g, ConsumerGroup) for g in groups):
+    groups: list[AnyGroup]
+    if isinstance(group_or_groups, ConsumerGroup | ShareGroup):
+        groups = [group_or_groups]
+    else:
+        groups = list(group_or_groups)
+    if not groups or not all(isinstance(g, ConsumerGroup | ShareGroup) for g in groups):
         raise ConfigurationError(
-            "expected a consumergroup.ConsumerGroup or a non-empty list of them, "
-            f"got {group_or_groups!r}"
+            "expected a consumergroup.ConsumerGroup or a non-empty list of them (ShareGroups "
+            f"too), got {group_or_groups!r}"
         )
     return groups
 
 
 @dataclass
 class _Member:
-    group: ConsumerGroup
+    group: AnyGroup
     topics: list[str]
-    handler: ConsumerGroupHandler
+    handler: Handler
+    concurrency: int | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -80,24 +91,43 @@ class GroupRunner:
         self._members: list[_Member] = []
         self._stopping = False
 
-    def add(self, group_or_groups: Groups, topics: Sequence[str], handler: object) -> None:
-        """Run these groups (each on ``topics`` with ``handler``) once started."""
+    def add(
+        self,
+        group_or_groups: Groups,
+        topics: Sequence[str],
+        handler: object,
+        *,
+        concurrency: int | None = None,
+    ) -> None:
+        """Run these groups (each on ``topics`` with ``handler``) once started; a share
+        group with ``concurrency`` handler calls at once (default: its config's)."""
         if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
             raise ConfigurationError(
                 f"topics must be a non-empty list of topic names, got {topics!r}"
             )
-        if not isinstance(handler, ConsumerGroupHandler):
-            raise ConfigurationError(
-                "handler must be a consumergroup.ConsumerGroupHandler instance "
-                f"(subclass it and define consume_claim), got {handler!r}"
-            )
         for group in as_groups(group_or_groups):
+            checked: Handler
+            if isinstance(group, ShareGroup):
+                if not isinstance(handler, ShareGroupHandler):
+                    raise ConfigurationError(
+                        f"share group {group.group_id!r}: the handler must be a "
+                        "consumergroup.ShareGroupHandler instance (subclass it and define "
+                        f"async consume(session, record)), got {handler!r}"
+                    )
+                checked = handler
+            elif isinstance(handler, ConsumerGroupHandler):
+                checked = handler
+            else:
+                raise ConfigurationError(
+                    "handler must be a consumergroup.ConsumerGroupHandler instance "
+                    f"(subclass it and define consume_claim), got {handler!r}"
+                )
             if any(m.group is group for m in self._members):
                 raise ConfigurationError(f"{group!r} is already run by this service")
-            self._members.append(_Member(group, list(topics), handler))
+            self._members.append(_Member(group, list(topics), checked, concurrency))
 
     @property
-    def groups(self) -> list[ConsumerGroup]:
+    def groups(self) -> list[AnyGroup]:
         """Every group this runner runs."""
         return [m.group for m in self._members]
 
@@ -109,7 +139,12 @@ class GroupRunner:
 
     async def _run(self, m: _Member) -> None:
         try:
-            await m.group.run(m.topics, m.handler)
+            if isinstance(m.group, ShareGroup):
+                assert isinstance(m.handler, ShareGroupHandler)
+                await m.group.run(m.topics, m.handler, concurrency=m.concurrency)
+            else:
+                assert isinstance(m.handler, ConsumerGroupHandler)
+                await m.group.run(m.topics, m.handler)
         except Exception:
             if self._stopping:  # e.g. ClosedError: stop() closed it before run() began
                 return
@@ -199,7 +234,7 @@ class ServiceHealth:
 
     def __init__(
         self,
-        groups: Sequence[ConsumerGroup] = (),
+        groups: Sequence[AnyGroup] = (),
         *,
         stall_threshold: float = STALL_THRESHOLD,
         registry: CollectorRegistry | None = None,
@@ -211,7 +246,7 @@ class ServiceHealth:
             )
         self.stall_threshold = stall_threshold
         self.monitor = LoopLagMonitor()
-        self.groups: list[ConsumerGroup] = []
+        self.groups: list[AnyGroup] = []
         self.exporter: GroupMetrics | None = None
         if metrics and prometheus_available():
             from ..metrics import GroupMetrics
@@ -219,7 +254,7 @@ class ServiceHealth:
             self.exporter = GroupMetrics.of(registry)
         self.add(groups)
 
-    def add(self, groups: Sequence[ConsumerGroup]) -> None:
+    def add(self, groups: Sequence[AnyGroup]) -> None:
         """Report (and export) these groups too."""
         for group in groups:
             if group not in self.groups:

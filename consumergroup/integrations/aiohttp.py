@@ -28,13 +28,19 @@ except ImportError as exc:
         "consumergroup.integrations.aiohttp needs aiohttp: pip install 'consumergroup[aiohttp]'"
     ) from exc
 
-from ..group.handler import ConsumerGroupHandler
-from ._service import CLOSE_TIMEOUT, STALL_THRESHOLD, GroupRunner, Groups, ServiceHealth, as_groups
+from ._service import (
+    CLOSE_TIMEOUT,
+    STALL_THRESHOLD,
+    AnyGroup,
+    GroupRunner,
+    Groups,
+    Handler,
+    ServiceHealth,
+    as_groups,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
-
-    from ..group.consumer_group import ConsumerGroup
 
 __all__ = ["CONSUMER_GROUPS", "setup_consumer_group"]
 
@@ -75,15 +81,16 @@ class _Service:
 
 _SERVICE = web.AppKey("consumergroup_service", _Service)
 #: ``app[CONSUMER_GROUPS]``: the groups :func:`setup_consumer_group` runs on this app.
-CONSUMER_GROUPS = web.AppKey("consumer_groups", list["ConsumerGroup"])
+CONSUMER_GROUPS = web.AppKey("consumer_groups", list[AnyGroup])
 
 
 def setup_consumer_group(
     app: web.Application,
     group_or_groups: Groups,
     topics: Sequence[str],
-    handler: ConsumerGroupHandler,
+    handler: Handler,
     *,
+    concurrency: int | None = None,
     close_timeout: float = CLOSE_TIMEOUT,
     stall_threshold: float = STALL_THRESHOLD,
     registry: CollectorRegistry | None = None,
@@ -92,8 +99,10 @@ def setup_consumer_group(
 ) -> None:
     """Run the groups with ``app`` and add the health and metrics routes (under ``prefix``).
 
-    The first call on an app fixes ``stall_threshold``, ``registry``, ``metrics``,
-    ``close_timeout`` and ``prefix``; later calls only add groups.
+    A share group's handler is a ShareGroupHandler, run ``concurrency`` calls at once
+    (default: its config's). The first call on an app fixes ``stall_threshold``,
+    ``registry``, ``metrics``, ``close_timeout`` and ``prefix``; later calls only add
+    groups.
     """
     service = app.get(_SERVICE)
     if service is None:
@@ -107,6 +116,6 @@ def setup_consumer_group(
         app.router.add_get(f"{prefix}/health/ready", service.ready)
         if service.health.exporter is not None:
             app.router.add_get(f"{prefix}/metrics", service.metrics)
-    service.runner.add(group_or_groups, topics, handler)
+    service.runner.add(group_or_groups, topics, handler, concurrency=concurrency)
     service.health.add(as_groups(group_or_groups))
     app[CONSUMER_GROUPS] = service.runner.groups

@@ -2,7 +2,7 @@
 
 ``pip install 'consumergroup[fastapi]'`` (and ``[prometheus]`` for ``/metrics``)::
 
-    group = cg.ConsumerGroup(["127.0.0.1:9092"], "orders", config)
+    group = cg.ConsumerGroup(["127.0.0.1:9092"], "orders", config)   # or a cg.ShareGroup
     app = FastAPI(lifespan=ConsumerGroupLifespan(group, ["orders"], OrderHandler(totals)))
     app.include_router(health_router(group))
 
@@ -34,13 +34,20 @@ except ImportError as exc:
         "consumergroup.integrations.fastapi needs FastAPI: pip install 'consumergroup[fastapi]'"
     ) from exc
 
-from ..group.handler import ConsumerGroupHandler
-from ._service import CLOSE_TIMEOUT, STALL_THRESHOLD, GroupRunner, Groups, ServiceHealth, as_groups
+from ._service import (
+    CLOSE_TIMEOUT,
+    STALL_THRESHOLD,
+    AnyGroup,
+    GroupRunner,
+    Groups,
+    Handler,
+    ServiceHealth,
+    as_groups,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from ..group.consumer_group import ConsumerGroup
 
 __all__ = ["ConsumerGroupLifespan", "health_router"]
 
@@ -58,22 +65,29 @@ class ConsumerGroupLifespan:
         self,
         group_or_groups: Groups,
         topics: Sequence[str],
-        handler: ConsumerGroupHandler,
+        handler: Handler,
         *,
         close_timeout: float = CLOSE_TIMEOUT,
+        concurrency: int | None = None,
     ) -> None:
         self._runner = GroupRunner(close_timeout)
-        self._runner.add(group_or_groups, topics, handler)
+        self._runner.add(group_or_groups, topics, handler, concurrency=concurrency)
 
     def add(
-        self, group_or_groups: Groups, topics: Sequence[str], handler: ConsumerGroupHandler
+        self,
+        group_or_groups: Groups,
+        topics: Sequence[str],
+        handler: Handler,
+        *,
+        concurrency: int | None = None,
     ) -> Self:
-        """Also run these groups, on ``topics`` with ``handler``."""
-        self._runner.add(group_or_groups, topics, handler)
+        """Also run these groups, on ``topics`` with ``handler`` (a share group with
+        ``concurrency`` handler calls at once)."""
+        self._runner.add(group_or_groups, topics, handler, concurrency=concurrency)
         return self
 
     @property
-    def groups(self) -> list[ConsumerGroup]:
+    def groups(self) -> list[AnyGroup]:
         """The groups this lifespan runs."""
         return self._runner.groups
 

@@ -234,3 +234,44 @@ async def test_examples_stop_at_exactly_max_messages(name: str, pattern: str) ->
     assert handled == 3, out.decode()
     assert "consumed 3 messages" in out.decode()
     assert "Traceback" not in err.decode() and "WARNING" not in err.decode(), err.decode()
+
+
+@pytest.mark.kafka_only("share groups need Apache Kafka 4.2+ (Tansu has none)")
+async def test_share_worker_does_every_job_once_and_archives_the_poison(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """examples/share_worker.py on the test broker: 36 jobs done (2 of them after a failed
+    first delivery), 4 poison jobs rejected; health, readiness and metrics; SIGTERM stops it."""
+    topic = await new_topic(partitions=2)
+    group = unique("share-worker")
+    jobs = [
+        b"not a job"
+        if i % 10 == 9
+        else f'{{"id": {i}, "ms": 30, "flaky": {str(i in (3, 13)).lower()}}}'.encode()
+        for i in range(40)
+    ]
+    await produce(bootstrap, topic, jobs)
+    port = free_port()
+    proc = await spawn_example(
+        "share_worker.py", bootstrap, "--topic", topic, "--group", group, "--port", str(port),
+        "--concurrency", "16",
+    )  # fmt: skip
+    async with reaped(proc):
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            deadline = time.monotonic() + 90
+            stats: dict[str, int] = {}
+            while stats.get("done") != 36 or stats.get("rejected") != 4:
+                assert time.monotonic() < deadline, f"the worker never did the 36 jobs: {stats}"
+                await asyncio.sleep(0.2)
+                with contextlib.suppress(httpx.TransportError):  # not listening yet
+                    stats = (await http.get("/stats")).json()
+            assert stats["retried"] == 2 and stats["most_running"] > 2  # beyond the partitions
+            ready = await http.get("/health/ready")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["groups"][0]["protocol"] == "share"
+            metrics = (await http.get("/metrics")).text
+            assert f'consumergroup_share_acknowledged_total{{group="{group}"' in metrics
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, f"exited {proc.returncode}:\n{out.decode()}{err.decode()}"
+    assert "Traceback" not in err.decode(), err.decode()

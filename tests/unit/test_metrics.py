@@ -162,3 +162,52 @@ def test_the_member_epoch_and_protocol_are_exported_and_in_stats() -> None:
     stats = consumer.stats().as_dict()
     assert (stats["protocol"], stats["member_epoch"]) == ("consumer", 0)
     assert classic.stats().protocol == "classic"
+
+
+def test_a_share_group_is_exported_from_its_stats() -> None:
+    from consumergroup.share.group import ShareGroupStats, SharePartitionStats
+
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry)
+    group = cg.ShareGroup(["127.0.0.1:9092"], "workers")
+    metrics.track(group)
+    metrics.track(group)  # idempotent
+    g = (("group", "workers"),)
+    before = exposition(registry)
+    assert before["consumergroup_state"][(*g, ("state", "starting"))] == 1.0
+    assert before["consumergroup_member_epoch"] == {(*g, ("protocol", "share")): 0.0}
+    assert "consumergroup_commit_failures_total" not in before  # no observer events
+    snapshot = ShareGroupStats(
+        "workers",
+        cg.GroupState.STABLE,
+        "m-1",
+        4,
+        concurrency=8,
+        in_flight=3,
+        partitions={
+            ("jobs", 0): SharePartitionStats(
+                3, True, delivered=10, redelivered=2, accepted=6, released=1, rejected=0,
+                renewed=5,
+            )
+        },
+        handler_errors=1,
+        last_heartbeat_age=0.2,
+    )  # fmt: skip
+    group.stats = lambda: snapshot  # type: ignore[method-assign]
+    after = exposition(registry)
+    p = (*g, ("partition", "0"), ("topic", "jobs"))
+    assert after["consumergroup_share_in_flight"] == {p: 3.0}
+    assert after["consumergroup_share_delivered_total"] == {p: 10.0}
+    assert after["consumergroup_share_redelivered_total"] == {p: 2.0}
+    assert after["consumergroup_share_renewals_total"] == {p: 5.0}
+    assert after["consumergroup_share_acknowledged_total"] == {
+        (*p[:2], ("topic", "jobs"), ("type", "accept")): 6.0,
+        (*p[:2], ("topic", "jobs"), ("type", "release")): 1.0,
+        (*p[:2], ("topic", "jobs"), ("type", "reject")): 0.0,
+    }
+    assert after["consumergroup_share_handler_errors_total"] == {g: 1.0}
+    assert after["consumergroup_state"][(*g, ("state", "stable"))] == 1.0
+    assert after["consumergroup_last_heartbeat_age_seconds"] == {g: 0.2}
+    health = ServiceHealth([group], metrics=False)
+    status, body = health.ready()
+    assert status == 200 and body["groups"][0]["in_flight"] == 3  # type: ignore[index]
