@@ -18,7 +18,8 @@ Tasks, all in one task group that ends with ``run()``:
 
 State and who touches it: ``inflight`` (see :mod:`.inflight`); ``_ready`` (records not
 yet started) appended by broker sessions, popped by workers; ``_idle`` (futures of
-workers waiting for records) appended by workers, woken by broker sessions;
+workers waiting for records) appended by workers, woken by broker sessions and by
+workers (one at a time: ``_waking``, see :meth:`ShareRun._wake_worker`);
 ``_reserved`` (records fetches in flight may still bring) by broker sessions; ``sessions``
 and ``assigned`` by the router and the heartbeat task; ``closing`` by :meth:`stop`.
 
@@ -100,6 +101,7 @@ class ShareRun:
         self._route_now = anyio.Event()
         self._ready: deque[ShareRecord] = deque()
         self._idle: deque[asyncio.Future[None]] = deque()
+        self._waking = 0  # 1 while a worker was woken and has not run yet
         self._reserved = 0
         self._busy = 0
         self._drained = anyio.Event()
@@ -146,12 +148,7 @@ class ShareRun:
             part.decided[RELEASE].extend(missing)
         if records:
             self._ready.extend(records)
-            idle, wanted = self._idle, len(records)
-            while wanted and idle:
-                waiter = idle.popleft()
-                if not waiter.done():  # a cancelled worker's waiter is skipped
-                    waiter.set_result(None)
-                    wanted -= 1
+            self._wake_worker()
 
     def moved(self, part: Partition) -> None:
         """``part``'s leader changed: its records are gone with the old leader's locks;
@@ -183,6 +180,25 @@ class ShareRun:
                 reason,
                 self.lock_timeout,
             )
+
+    def _wake_worker(self) -> None:
+        """Wake one idle worker, unless one is woken already and has not run yet.
+
+        Workers wake each other in a chain: a worker that takes a record while more wait
+        wakes the next one before it runs the handler. A handler that awaits lets the
+        next worker start the next record, so ``concurrency`` records start one task
+        switch apart; a handler that never awaits lets its worker take record after
+        record itself, and the one worker woken meanwhile finds the queue empty: a
+        thousand records cost one wake-up, not a thousand."""
+        if self._waking:
+            return
+        idle = self._idle
+        while idle:
+            waiter = idle.popleft()
+            if not waiter.done():  # a cancelled worker's waiter is skipped
+                waiter.set_result(None)
+                self._waking = 1
+                return
 
     def _decided(self, part: Partition) -> None:
         session = self.sessions.get(part.node)
@@ -276,8 +292,12 @@ class ShareRun:
                 finally:
                     if not waiter.done():  # cancelled while waiting: not a worker any more
                         waiter.cancel()
+                    elif not waiter.cancelled():
+                        self._waking = 0  # the woken one runs
                 continue
             record = ready.popleft()
+            if ready:
+                self._wake_worker()  # the next record's worker, should this handler await
             self._busy += 1
             try:
                 await handler.consume(session, record)
