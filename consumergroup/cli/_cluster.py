@@ -54,15 +54,13 @@ import click
 from .._lifecycle import AsyncResource
 from ..admin import ClusterAdmin
 from ..config import Config, SASLConfig
-
-if TYPE_CHECKING:
-    from ..share.admin import ShareGroupAdmin
 from ..errors import ConfigurationError, ConsumerGroupError
 from . import _properties as properties
 from ._common import CliError, explain_connect_error, split_bootstrap, status
 
 if TYPE_CHECKING:
     from ..producer import Producer
+    from ..share.admin import ShareGroupAdmin
 
 _R = TypeVar("_R", bound=AsyncResource)
 
