@@ -18,7 +18,8 @@ Share groups need Apache Kafka 4.2+. BOOTSTRAP (``host:port``) comes from the ar
 (``cg.testing.KafkaCluster``: Java 17+, its jars fetched from Maven Central on first use)
 with 60 jobs in the topic. The group starts at the earliest offsets (it sets its
 ``share.auto.offset.reset`` group config). Needs aiohttp and prometheus_client: from a
-clone, ``make install EXTRAS=aiohttp,prometheus``.
+clone, ``make install EXTRAS=aiohttp,prometheus``; from PyPI,
+``pip install 'consumergroup[aiohttp,prometheus]'``.
 """
 
 from __future__ import annotations
