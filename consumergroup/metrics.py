@@ -241,6 +241,7 @@ def _families(snapshots: list[GroupStats | ShareGroupStats]) -> Iterator[Metric]
         for s in GroupState:
             state.add_metric([*g, s.value], 1.0 if s is stats.state else 0.0)
         epoch.add_metric([*g, stats.protocol], stats.member_epoch)
+        runaways.add_metric(g, stats.runaway_handlers)
         if stats.last_heartbeat_age is not None:
             heartbeat_age.add_metric(g, stats.last_heartbeat_age)
         if not isinstance(stats, GroupStats):
@@ -248,7 +249,6 @@ def _families(snapshots: list[GroupStats | ShareGroupStats]) -> Iterator[Metric]
             continue
         rebalances.add_metric(g, stats.rebalances)
         errors_dropped.add_metric(g, stats.errors_dropped)
-        runaways.add_metric(g, stats.runaway_handlers)
         assigned.add_metric(g, len(stats.partitions))
         loop_lag.add_metric(g, stats.loop_lag)
         for (topic, partition), p in sorted(stats.partitions.items()):

@@ -85,6 +85,9 @@ class ShareGroupStats:
     renewing: bool = True
     #: Calls of the handler that raised (their records released, unless decided before).
     handler_errors: int = 0
+    #: Handlers abandoned at a close because they ignored their cancellation (they run on,
+    #: detached; their records were released). Fails ``/health/live`` in a service.
+    runaway_handlers: int = 0
     #: Seconds since the last successful heartbeat (None: none yet).
     last_heartbeat_age: float | None = None
     #: Why the member FAILED (or the last transient error while it retries).
@@ -147,6 +150,7 @@ class ShareGroupStats:
             "lock_timeout": self.lock_timeout,
             "renewing": self.renewing,
             "handler_errors": self.handler_errors,
+            "runaway_handlers": self.runaway_handlers,
             "last_heartbeat_age": self.last_heartbeat_age,
             "error": self.error,
             "partitions": [
@@ -335,6 +339,7 @@ class ShareGroup(AsyncResource):
             lock_timeout=run.lock_timeout,
             renewing=run.renew,
             handler_errors=run.handler_errors,
+            runaway_handlers=run.runaway_handlers,
             last_heartbeat_age=None if last is None else anyio.current_time() - last,
             error=self._error,
         )

@@ -14,7 +14,9 @@ Tasks, all in one task group that ends with ``run()``:
 * the router: fetches each assigned partition from its leader, one
   :class:`~.broker.BrokerSession` task per leader, and moves a partition whose leader
   changed;
-* the workers (a task group of their own, so close() can cancel them alone).
+* the workers: asyncio tasks of their own, so close() cancels them alone and once
+  (anyio re-delivers a cancellation at every await: a handler that catches it and goes
+  on would spin), and abandons a handler that will not end (``runaway_handlers``).
 
 State and who touches it: ``inflight`` (see :mod:`.inflight`); ``_ready`` (records not
 yet started) appended by broker sessions, popped by workers; ``_idle`` (futures of
@@ -63,6 +65,8 @@ TopicPartition = tuple[str, int]
 Report = Callable[[str, str | None], None]
 
 _FENCED = (UnknownMemberIdError, FencedMemberEpochError)
+#: Seconds cancelled workers get to end before a handler that will not is abandoned.
+_ABANDON_AFTER = 1.0
 #: A lock timeout to assume before the broker's first answer names one (Kafka's default).
 _DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -114,6 +118,10 @@ class ShareRun:
         self.error: BaseException | None = None
         self.last_heartbeat: float | None = None
         self.handler_errors = 0
+        #: Handlers abandoned because they ignored their cancellation (run on, detached).
+        self.runaway_handlers = 0
+        # Set by _end_workers: a worker whose abandoned handler ends at last stops there.
+        self._workers_ended = False
         self._handler_warning = RepeatedWarning(log)
         self._heartbeat_warning = RepeatedWarning(log)
 
@@ -217,16 +225,49 @@ class ShareRun:
             self._tasks = tasks
             tasks.start_soon(self._guarded, self._heartbeat_loop)
             tasks.start_soon(self._guarded, self._route_loop)
-            async with anyio.create_task_group() as workers:
-                for _ in range(self.concurrency):
-                    workers.start_soon(self._worker)
+            workers = [
+                asyncio.create_task(self._worker(), name=f"share-worker-{self.group_id}-{i}")
+                for i in range(self.concurrency)
+            ]
+            try:
                 await self._stop.wait()
                 await self._drain()
-                workers.cancel_scope.cancel()
+            finally:
+                await self._end_workers(workers)
             await self._close_sessions()
             tasks.cancel_scope.cancel()
         if self.error is not None:
             raise self.error
+
+    async def _end_workers(self, workers: list[asyncio.Task[None]]) -> None:
+        """Cancel the workers (asyncio's cancel: once; a busy one's record is released)
+        and wait a moment for them. A handler that ignores its cancellation and runs on is
+        abandoned, not waited for: it is counted (``runaway_handlers``, which fails
+        liveness in a service), and every record still held is released so the share
+        sessions can close."""
+        self._workers_ended = True
+        for worker in workers:
+            worker.cancel()
+        with anyio.CancelScope(shield=True):
+            grace = min(_ABANDON_AFTER, max(0.0, self._sessions_deadline - anyio.current_time()))
+            with anyio.move_on_after(grace):
+                await asyncio.wait(workers)
+        runaway = [w for w in workers if not w.done()]
+        for worker in workers:
+            error = None if not worker.done() or worker.cancelled() else worker.exception()
+            if error is not None:
+                raise error  # not a handler's (those are caught): one of ours
+        if runaway:
+            self.runaway_handlers += len(runaway)
+            self.log.error(
+                "%d handler(s) ignored their cancellation at the close deadline and run on, "
+                "abandoned: their records are released (fix the handler: let "
+                "CancelledError propagate)",
+                len(runaway),
+            )
+        for part in self.inflight.partitions.values():
+            for offset in list(part.held):
+                self.inflight.decide(part.topic, part.partition, offset, RELEASE)
 
     def stop(self, drain_deadline: float, sessions_deadline: float) -> None:
         """Begin closing: handlers may run until ``drain_deadline``, broker sessions close
@@ -313,6 +354,8 @@ class ShareRun:
                 self._busy -= 1
                 if self.closing and not self._busy:
                     self._drained.set()
+            if self._workers_ended:
+                return  # an abandoned handler ended at last: its worker is gone
 
     def _handler_failed(self, record: ShareRecord, exc: Exception, released: bool) -> None:
         self.handler_errors += 1

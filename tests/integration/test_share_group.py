@@ -10,6 +10,7 @@ lower bounds: ``KafkaCluster(quick_share_groups=True)``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 
 import pytest
@@ -232,3 +233,43 @@ async def test_a_broker_without_share_groups_fails_at_once(
         with pytest.raises(UnsupportedVersionError, match=r"ShareGroupHeartbeat.*Kafka 4\.2"):
             await asyncio.wait_for(member.run([topic], Collector()), 20)
         assert member.state is cg.GroupState.FAILED
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_handler_that_ignores_its_cancellation_is_abandoned_at_close(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A handler that catches CancelledError and runs on: close() returns on time all the
+    same, counts it as a runaway handler, and its record is released (the next member
+    gets it at once, delivery count 2)."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"stubborn"], partition=0)
+    started = asyncio.Event()
+    finish = asyncio.Event()
+
+    class Stubborn(cg.ShareGroupHandler):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            started.set()
+            while not finish.is_set():
+                # The bug under test: a cancellation swallowed.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(3600)
+
+    member = cg.ShareGroup([bootstrap], group, share_config())
+    task = asyncio.create_task(member.run([topic], Stubborn(), concurrency=2))
+    await asyncio.wait_for(started.wait(), 30)
+    begun = asyncio.get_running_loop().time()
+    await asyncio.wait_for(member.close(timeout=3.0), 10)
+    took = asyncio.get_running_loop().time() - begun
+    await asyncio.wait_for(task, 5)
+    assert took < 5.0, took
+    assert member.stats().runaway_handlers == 1
+    after = Collector("after")
+    try:
+        async with share_member(bootstrap, group, [topic], after, concurrency=2):
+            await wait_until(lambda: len(after.seen) == 1, 20, "the released record")
+        assert after.seen[0].delivery_count == 2
+    finally:
+        finish.set()
