@@ -50,6 +50,7 @@ def ours(result_out: str) -> object:
 
 
 @pytest.mark.kafka_only(KAFKA)
+@pytest.mark.timeout(600)  # a dozen JVM starts of Kafka's tool: 5-30 s each on a loaded machine
 async def test_the_share_commands_report_what_kafkas_tool_reports(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
