@@ -112,17 +112,12 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GroupMetadata": (f"{__name__}.producer", "GroupMetadata"),
     "Producer": (f"{__name__}.producer", "Producer"),
     "RecordMetadata": (f"{__name__}.producer", "RecordMetadata"),
-    **{
-        name: (f"{__name__}.share", name)
-        for name in (
-            "AckType",
-            "ShareGroup",
-            "ShareGroupHandler",
-            "ShareGroupStats",
-            "ShareRecord",
-            "ShareSession",
-        )
-    },
+    "AckType": (f"{__name__}.share.record", "AckType"),
+    "ShareGroup": (f"{__name__}.share.group", "ShareGroup"),
+    "ShareGroupHandler": (f"{__name__}.share.handler", "ShareGroupHandler"),
+    "ShareGroupStats": (f"{__name__}.share.group", "ShareGroupStats"),
+    "ShareRecord": (f"{__name__}.share.record", "ShareRecord"),
+    "ShareSession": (f"{__name__}.share.handler", "ShareSession"),
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
@@ -149,13 +144,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see for the lazy names
     from .producer import GroupMetadata as GroupMetadata
     from .producer import Producer as Producer
     from .producer import RecordMetadata as RecordMetadata
-    from .share import (
-        AckType,
-        ShareGroup,
-        ShareGroupHandler,
-        ShareGroupStats,
-        ShareRecord,
-        ShareSession,
-    )
+    from .share import AckType as AckType
+    from .share import ShareGroup as ShareGroup
+    from .share import ShareGroupHandler as ShareGroupHandler
+    from .share import ShareGroupStats as ShareGroupStats
+    from .share import ShareRecord as ShareRecord
+    from .share import ShareSession as ShareSession
 
 __getattr__, __dir__ = _lazy.exports(globals(), _LAZY)
