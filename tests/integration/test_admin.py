@@ -500,7 +500,7 @@ async def test_command_config_errors_name_the_files_own_keys(
     result = await run_cli("topics", "--command-config", str(props), timeout=30)
     assert result.code == 2
     line = one_line_error(result)
-    assert f"SASL is on (sasl.mechanism in {props})" in line, line
+    assert f"SASL SCRAM-SHA-512 (sasl.mechanism in {props}) needs a user" in line, line
     assert "sasl.username" in line and "net.sasl" not in line, line
     props.write_text(f"bootstrap.servers={bootstrap}\nsecurity.protocol=SASL_SSL\n")
     result = await run_cli("topics", "--command-config", str(props), timeout=30)
