@@ -786,7 +786,17 @@ class FetchConfig(_Section):
             fetched while this many are waiting for its reader, whatever
             ``channel_buffer_size`` (which counts messages) allows: with large
             messages, the bound that holds memory down. A partition holds at most
-            this plus one fetch response's share.
+            this plus one fetch response's share. Also how many decompressed bytes
+            of a compressed batch are decoded at a time.
+        max_record_bytes: The largest record read from a compressed batch,
+            decompressed. A compressed batch is decompressed as a stream, a record
+            at a time, so memory does not follow its compression ratio; a record
+            larger than this is skipped (its bytes are never held) and reported as a
+            ConsumerError naming its offset (``group.errors()``, and the log), and
+            the partition reads on after it. The default, 64 MiB, is 64 times what
+            Kafka's producers send by default (``max.request.size``,
+            ``message.max.bytes``: 1 MiB). Also caps the window of a zstd frame
+            (at least 8 MiB).
     """
 
     min: int = 1
@@ -795,6 +805,7 @@ class FetchConfig(_Section):
     max_bytes: int = 52428800
     check_crcs: bool = False
     buffer_bytes: int = 1048576
+    max_record_bytes: int = 67108864
 
     def _check(self, path: str) -> None:
         _check_int32(f"{path}.min", self.min, "use e.g. 1", low=1, unit=" (bytes)")
@@ -813,6 +824,13 @@ class FetchConfig(_Section):
         _check_type(f"{path}.check_crcs", self.check_crcs, bool, "use True or False")
         _check_int32(
             f"{path}.buffer_bytes", self.buffer_bytes, "use e.g. 1048576", low=1, unit=" (bytes)"
+        )
+        _check_int32(
+            f"{path}.max_record_bytes",
+            self.max_record_bytes,
+            "use e.g. 67108864",
+            low=1,
+            unit=" (bytes)",
         )
 
 

@@ -1,5 +1,9 @@
 /* The records of an uncompressed message-format v2 batch body, decoded straight into
- * ConsumerMessage objects (consumergroup/consumer/records.py is the caller).
+ * ConsumerMessage objects (consumergroup/consumer/records.py is the caller). A compressed
+ * body is decoded the same way, from a bounded window of its decompressed bytes
+ * (consumer/inflate.py) that may end inside a record: in window mode (`max_record` > 0)
+ * such a record ends the call, to be decoded once the window holds it whole, and so does
+ * a record longer than `max_record`, for the caller to skip.
  *
  * Record =>
  *   Length => varint            (bytes after this field)
@@ -173,16 +177,30 @@ fail:
 
 /* A record's length, attributes, timestamp delta and offset delta, from `*pp` (record
  * `index`, `buf` the body's start for messages; offset deltas at most `last_delta`).
- * Sets its end, absolute offset and timestamp and returns 0, or -1 with ValueError set. */
+ * Sets its end, absolute offset and timestamp and returns 0, or -1 with ValueError set.
+ * With `max_record` > 0 (the buffer is a window on a longer body), a record that runs
+ * past `end`, or is longer than `max_record`, is not an error: returns 1, `*pp`
+ * unchanged, for the caller to stop there. */
 static int
 read_record_head(const uint8_t **pp, const uint8_t *buf, const uint8_t *end, Py_ssize_t index,
                  long long base_offset, long long last_delta, long long timestamp,
-                 int log_append_time, const uint8_t **rec_end_out, long long *offset,
-                 long long *ts)
+                 int log_append_time, Py_ssize_t max_record, const uint8_t **rec_end_out,
+                 long long *offset, long long *ts)
 {
     const uint8_t *record_start = *pp;
     const uint8_t *p = *pp;
     int64_t length, ts_delta, offset_delta;
+    if (max_record > 0) {
+        /* Cut short by the window's end, not corrupt: a length varint that has not ended
+         * within the (fewer than 10) bytes left, or a record longer than what is left;
+         * or too long to be read at all. */
+        const uint8_t *q = p;
+        if (read_varint(&q, end, &length) < 0
+                ? end - p < 10
+                : length >= 0 && (length > end - q || length > max_record)) {
+            return 1;
+        }
+    }
     if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p) {
         PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: invalid or truncated length",
                      index, (Py_ssize_t)(record_start - buf));
@@ -224,12 +242,14 @@ set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
 
 PyDoc_STRVAR(decode_v2_doc,
 "decode_v2(body, pos, index, count, base_offset, last_delta, timestamp, log_append_time,\n"
-"          topic, partition, start, limit) -> (messages, pos, index)\n"
+"          topic, partition, start, limit, max_record=0) -> (messages, pos, index)\n"
 "\n"
 "Decode the records of an uncompressed v2 batch body from byte `pos`, record `index`\n"
 "(of `count`, offset deltas at most `last_delta`) on. Records with an offset below `start` are skipped; at most `limit`\n"
 "messages are returned (0: no limit), with the position and index to resume from.\n"
-"Raises ValueError on corrupt or truncated input.");
+"Raises ValueError on corrupt or truncated input. With `max_record` > 0, `body` is a\n"
+"window on a longer body: decoding stops (no error) at a record that runs past its end\n"
+"or is longer than `max_record`.");
 
 static PyObject *
 decode_v2(PyObject *module, PyObject *args)
@@ -237,12 +257,13 @@ decode_v2(PyObject *module, PyObject *args)
     module_state *st = get_state(module);
     Py_buffer view;
     Py_ssize_t pos, index, limit;
+    Py_ssize_t max_record = 0;
     int count, log_append_time;
     long long base_offset, last_delta, timestamp, start;
     PyObject *topic, *partition;
-    if (!PyArg_ParseTuple(args, "y*nniLLLpUOLn:decode_v2", &view, &pos, &index, &count,
+    if (!PyArg_ParseTuple(args, "y*nniLLLpUOLn|n:decode_v2", &view, &pos, &index, &count,
                           &base_offset, &last_delta, &timestamp, &log_append_time, &topic,
-                          &partition, &start, &limit)) {
+                          &partition, &start, &limit, &max_record)) {
         return NULL;
     }
     PyObject *messages = NULL, *ts_type = NULL, *ts_obj = NULL, *result = NULL;
@@ -287,9 +308,13 @@ decode_v2(PyObject *module, PyObject *args)
     while (index < count && n < want) {
         const uint8_t *rec_end;
         long long offset, ts;
-        if (read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
-                             log_append_time, &rec_end, &offset, &ts) < 0) {
+        int head = read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
+                                    log_append_time, max_record, &rec_end, &offset, &ts);
+        if (head < 0) {
             goto done;
+        }
+        if (head > 0) { /* a window: it ends inside this record, or the record is too long */
+            break;
         }
         index++;
         if (offset < start) { /* below the fetch offset: already consumed */
@@ -511,7 +536,8 @@ put_binary(outbuf *offsets, outbuf *data, outbuf *valid, int64_t row, const uint
 
 PyDoc_STRVAR(decode_v2_columns_doc,
 "decode_v2_columns(body, pos, index, count, base_offset, last_delta, timestamp,\n"
-"                  log_append_time, start, stop, limit, max_bytes, columns, headers)\n"
+"                  log_append_time, start, stop, limit, max_bytes, columns, headers,\n"
+"                  max_record=0)\n"
 "                  -> (pos, index, ended)\n"
 "\n"
 "Decode the records of an uncompressed v2 batch body from byte `pos`, record `index`\n"
@@ -522,19 +548,21 @@ PyDoc_STRVAR(decode_v2_columns_doc,
 "offsets, key data, value offsets, value data, value validity); all distinct. Records\n"
 "below `start` are skipped; decoding ends before the first record at or after `stop` (`ended` True),\n"
 "after `limit` appended rows, or once the key and value data reach `max_bytes`.\n"
-"Raises ValueError on corrupt or truncated input (the buffers are then unspecified).");
+"Raises ValueError on corrupt or truncated input (the buffers are then unspecified).\n"
+"`max_record`: as for decode_v2.");
 
 static PyObject *
 decode_v2_columns(PyObject *module, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, index, limit, max_bytes;
+    Py_ssize_t max_record = 0;
     int count, log_append_time;
     long long base_offset, last_delta, timestamp, start, stop;
     PyObject *columns, *headers;
-    if (!PyArg_ParseTuple(args, "y*nniLLLpLLnnOO:decode_v2_columns", &view, &pos, &index,
+    if (!PyArg_ParseTuple(args, "y*nniLLLpLLnnOO|n:decode_v2_columns", &view, &pos, &index,
                           &count, &base_offset, &last_delta, &timestamp, &log_append_time,
-                          &start, &stop, &limit, &max_bytes, &columns, &headers)) {
+                          &start, &stop, &limit, &max_bytes, &columns, &headers, &max_record)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -620,9 +648,13 @@ decode_v2_columns(PyObject *module, PyObject *args)
         }
         const uint8_t *const rec_start = p, *rec_end;
         long long offset, ts;
-        if (read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
-                             log_append_time, &rec_end, &offset, &ts) < 0) {
+        int head = read_record_head(&p, buf, end, index, base_offset, last_delta, timestamp,
+                                    log_append_time, max_record, &rec_end, &offset, &ts);
+        if (head < 0) {
             goto done;
+        }
+        if (head > 0) { /* a window: it ends inside this record, or the record is too long */
+            break;
         }
         if (offset >= stop) { /* past the range: this record and the rest are not read */
             p = rec_start;

@@ -21,11 +21,14 @@ def decode_v2(
     partition: int,
     start: int,
     limit: int,
+    max_record: int = 0,
     /,
 ) -> tuple[list[ConsumerMessage], int, int]:
     """Decode records from byte ``pos``, record ``index`` of ``count`` (offset deltas at
     most ``last_delta``), skipping offsets below ``start``, at most ``limit`` (0: all);
-    returns the messages and where to resume. ValueError on corrupt input."""
+    returns the messages and where to resume. ValueError on corrupt input. With
+    ``max_record`` > 0 (``body`` is a window on a longer body), stops at a record cut
+    short or longer than ``max_record``."""
 
 def decode_v2_columns(
     body: Buffer,
@@ -42,9 +45,11 @@ def decode_v2_columns(
     max_bytes: int,
     columns: tuple[bytearray, ...],
     headers: tuple[bytearray, ...] | None,
+    max_record: int = 0,
     /,
 ) -> tuple[int, int, bool]:
     """Append records from byte ``pos``, record ``index`` of ``count``, to Arrow-layout
     buffers (9 ``columns``, 6 ``headers`` or None), skipping offsets below ``start``, ending
     before ``stop`` (``ended``), after ``limit`` rows or at ``max_bytes`` of key and value
-    data; returns where to resume. ValueError on corrupt input."""
+    data; returns where to resume. ValueError on corrupt input. ``max_record``: as
+    in :func:`decode_v2`."""

@@ -16,11 +16,9 @@ import struct
 import zlib
 from collections.abc import Callable
 
-from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
-
 from consumergroup.message import NO_TIMESTAMP_TYPE, ConsumerMessage
 
-__all__ = ["DECOMPRESS", "decode_legacy", "decode_v2", "legacy_crc_ok"]
+__all__ = ["Inflate", "decode_legacy", "decode_v2", "legacy_crc_ok", "varint"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT64_MASK = 2**64 - 1
@@ -29,7 +27,7 @@ _UINT64_MASK = 2**64 - 1
 _MIN_RECORD_SIZE = 7
 
 
-def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
+def varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
     """The zigzag varint (at most 10 bytes, 64 bits) at ``pos`` before ``end``, and the
     position after it; ValueError when it runs past ``end`` or is longer."""
     raw = shift = 0
@@ -49,7 +47,7 @@ def _span(data: memoryview, pos: int, end: int, what: str) -> tuple[int, int]:
     """A varint length and the bytes after it: (length, position after the length);
     a negative length is returned as is (null); ValueError when the bytes overrun."""
     try:
-        n, pos = _varint(data, pos, end)
+        n, pos = varint(data, pos, end)
     except ValueError:
         raise ValueError(f"truncated {what} length") from None
     if n > end - pos:
@@ -70,10 +68,13 @@ def decode_v2(
     partition: int,
     start: int,
     limit: int,
+    max_record: int = 0,
 ) -> tuple[list[ConsumerMessage], int, int]:
     """The records of an uncompressed v2 batch body from byte ``pos``, record ``index``
     (of ``count``) on, skipping offsets below ``start``, at most ``limit`` messages (0:
-    no limit): ``(messages, pos, index)`` to resume from. See ``_crecords.c``."""
+    no limit): ``(messages, pos, index)`` to resume from. With ``max_record`` > 0,
+    ``body`` is a window on a longer body: decoding stops at a record that runs past its
+    end or is longer than ``max_record``. See ``_crecords.c``."""
     data = memoryview(body)
     end = len(data)
     if pos < 0 or pos > end or index < 0 or limit < 0:
@@ -85,6 +86,8 @@ def decode_v2(
     ts_type = 1 if log_append_time else 0
     messages: list[ConsumerMessage] = []
     while index < count and len(messages) < want:
+        if max_record > 0 and _cut_short(data, pos, end, max_record):
+            break
         length, p = _varint_or(data, pos, end, index)
         if length < 0 or length > end - p:
             raise ValueError(f"record {index} at byte {pos}: invalid or truncated length")
@@ -93,8 +96,8 @@ def decode_v2(
             raise ValueError(f"record {index} at byte {pos}: empty record")
         p += 1  # attributes: unused
         try:
-            ts_delta, p = _varint(data, p, rec_end)
-            offset_delta, p = _varint(data, p, rec_end)
+            ts_delta, p = varint(data, p, rec_end)
+            offset_delta, p = varint(data, p, rec_end)
         except ValueError:
             raise ValueError(f"record {index} at byte {pos}: truncated record header") from None
         if not 0 <= offset_delta <= last_delta:
@@ -118,18 +121,27 @@ def decode_v2(
         headers, p = _headers(data, p, rec_end)
         if p != rec_end:
             raise ValueError(f"record {index - 1}: {rec_end - p} bytes left over after its headers")
-        messages.append(
-            ConsumerMessage(topic, partition, offset, key, value, headers, ts, ts_type)
-        )
+        messages.append(ConsumerMessage(topic, partition, offset, key, value, headers, ts, ts_type))
     if index >= count and pos != end:
         raise ValueError(f"{end - pos} unconsumed bytes after all {count} records")
     return messages, pos, index
 
 
+def _cut_short(data: memoryview, pos: int, end: int, max_record: int) -> bool:
+    """Whether the record at ``pos`` ends a window's decoding without being corrupt: its
+    length varint has not ended within the (fewer than 10) bytes left, or it is longer
+    than what is left or than ``max_record``."""
+    try:
+        length, p = varint(data, pos, end)
+    except ValueError:
+        return end - pos < 10
+    return length >= 0 and (length > end - p or length > max_record)
+
+
 def _varint_or(data: memoryview, pos: int, end: int, index: int) -> tuple[int, int]:
     """A record's length varint, or the C decoder's error for it."""
     try:
-        return _varint(data, pos, end)
+        return varint(data, pos, end)
     except ValueError:
         raise ValueError(f"record {index} at byte {pos}: invalid or truncated length") from None
 
@@ -140,7 +152,7 @@ def _headers(
     """A record's headers (the empty tuple, or ``(key, value)`` pairs) and the position
     after them."""
     try:
-        count, p = _varint(data, p, end)
+        count, p = varint(data, p, end)
     except ValueError:
         raise ValueError("truncated header count") from None
     # Each header takes at least 2 bytes (two lengths).
@@ -171,14 +183,10 @@ _LOG_OVERHEAD = 12
 _CRC_START = 16  # the CRC covers the bytes from the magic byte on
 _CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
-#: Decompression by codec (gzip reads the buffer, the others want bytes). v0/v1 know
-#: gzip, snappy and lz4 (v1 only: v0's LZ4 framing differs), v2 zstd as well.
-DECOMPRESS: dict[int, Callable[[memoryview], bytes]] = {
-    1: gzip_decode,
-    2: lambda data: snappy_decode(data.tobytes()),
-    3: lambda data: lz4_decode(data.tobytes()),
-    4: lambda data: zstd_decode(data.tobytes()),
-}
+#: ``(codec, compressed) -> decompressed``: ValueError for a corrupt payload, or one
+#: that inflates past the caller's bound.
+Inflate = Callable[[int, memoryview], bytes]
+# v0/v1 know gzip, snappy and lz4 (v1 only: v0's LZ4 framing differs).
 _LEGACY_CODECS = ((1, 2), (1, 2, 3))  # per magic
 
 
@@ -232,10 +240,11 @@ def _opt(view: memoryview | None) -> bytes | None:
 
 
 def decode_legacy(
-    topic: str, partition: int, message: memoryview, magic: int, start: int
+    topic: str, partition: int, message: memoryview, magic: int, start: int, inflate: Inflate
 ) -> list[ConsumerMessage]:
     """The messages (offsets from ``start`` on) of one v0/v1 message: itself, or the
-    messages a compressed wrapper holds (one level). ValueError for a malformed one."""
+    messages a compressed wrapper holds (one level, decompressed with ``inflate``).
+    ValueError for a malformed one."""
     outer = _Message(message, magic)
     codec = outer.attributes & _CODEC_MASK
     ts_type = (1 if outer.attributes & _LOG_APPEND_TIME else 0) if magic else NO_TIMESTAMP_TYPE
@@ -258,7 +267,7 @@ def decode_legacy(
         raise ValueError(f"unknown compression codec {codec} for message format v{magic}")
     if outer.value is None:
         raise ValueError("a compressed message with a null value")
-    inner = memoryview(DECOMPRESS[codec](outer.value))
+    inner = memoryview(inflate(codec, outer.value))
     parsed: list[_Message] = []
     pos, end = 0, len(inner)
     while pos < end:

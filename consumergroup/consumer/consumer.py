@@ -19,12 +19,14 @@ from ..config import Config
 from ..errors import (
     ClosedError,
     ConfigurationError,
+    ConsumerError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
 from ..retry import is_transient
 from ._native import warn_if_pure_python
 from .broker import BrokerConsumer
+from .inflate import Bounds
 from .partition import Consumed, PartitionConsumer
 from .positions import TopicPartition, resolve_offsets, resolve_start_offsets
 
@@ -65,6 +67,10 @@ class Consumer(AsyncResource):
         self._consumed: dict[TopicPartition, Consumed] = {}
         #: Called after every Fetch round trip with (seconds, records, bytes): metrics.
         self.on_fetch: Callable[[float, int, int], None] | None = None
+        #: Called with each error a partition reads on after (a record skipped for
+        #: exceeding ``consumer.fetch.max_record_bytes``), after it is logged.
+        self.on_error: Callable[[ConsumerError], None] | None = None
+        self._bounds = Bounds.of(self.config.consumer.fetch)
 
     @property
     def client(self) -> Client:
@@ -124,6 +130,8 @@ class Consumer(AsyncResource):
                 fetch_size=self.config.consumer.fetch.default,
                 on_close=self._forget,
                 consumed=self._consumed.setdefault((topic, partition), Consumed()),
+                bounds=self._bounds,
+                refused=self._report,
             )
             self._partitions[(topic, partition)] = pc
             out[(topic, partition)] = pc
@@ -187,6 +195,12 @@ class Consumer(AsyncResource):
             self._brokers[node] = bc
             bc.start()
         return bc
+
+    def _report(self, error: ConsumerError) -> None:
+        """A partition's error that it reads on after: logged, then to :attr:`on_error`."""
+        log.error("%s", error)
+        if self.on_error is not None:
+            self.on_error(error)
 
     def _fetched(self, latency: float, records: int, nbytes: int) -> None:
         if self.on_fetch is not None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ConsumerError, CorruptMessageError
 from ._native import load_extension
+from .inflate import DEFAULT_BOUNDS, Bounds
 
 if TYPE_CHECKING:
     from ..message import ConsumerMessage
@@ -79,6 +80,8 @@ class PartitionConsumer:
         on_close: Callable[[PartitionConsumer], None],
         consumed: Consumed | None = None,
         buffer_bytes: int = sys.maxsize,
+        bounds: Bounds = DEFAULT_BOUNDS,
+        refused: Callable[[ConsumerError], None] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -100,6 +103,10 @@ class PartitionConsumer:
         self.log_start_offset = -1
         self._buffer_size = buffer_size
         self._buffer_bytes = buffer_bytes
+        # How far a compressed batch is decompressed at a time, and the largest record
+        # read; a larger one is skipped and passed to _refused (see records.decode_batch).
+        self._bounds = bounds
+        self._refused = refused
         # Record sets not yet started by the reader, and the messages and bytes they hold.
         self._chunks: deque[RecordSet] = deque()
         self._queued = 0
@@ -226,7 +233,9 @@ class PartitionConsumer:
                 records = self._next_record_set()
                 if records is None:
                     return None
-                self._decoding = decoding = records.decode_batches(self._buffer_size)
+                self._decoding = decoding = records.decode_batches(
+                    self._buffer_size, self._bounds, self._refused
+                )
             try:
                 chunk = next(decoding, None)
             except CorruptMessageError as exc:

@@ -7,39 +7,49 @@ itself; without it (no compiler at install time, or ``CONSUMERGROUP_PURE_PYTHON=
 its pure-Python twin in ``_pyrecords``, which also parses control records and the v0/v1
 formats. Every byte from the network is parsed here, bounds-checked: a truncated or
 corrupt record set raises :class:`~consumergroup.errors.CorruptMessageError`, never
-reads past its buffer. aiokafka provides only the decompression codecs.
+reads past its buffer. A compressed batch is decoded from a bounded window of its
+decompressed records (``inflate``): a record larger than the bound is skipped and
+reported, the rest of the batch and partition read on.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from aiokafka.record.util import calc_crc32c
 
-from consumergroup.errors import CorruptMessageError
+from consumergroup.errors import ConsumerError, CorruptMessageError, MessageTooLargeError
 from consumergroup.message import ConsumerMessage
 
 from . import _pyrecords
 from ._native import load_extension
 from .gcpolicy import decode_step
+from .inflate import DEFAULT_BOUNDS, Bounds, RecordWindow, open_stream, read_bounded
 
 __all__ = [
     "AbortedTransactions",
     "DecodedChunk",
     "RecordSet",
-    "V2Body",
+    "Refused",
+    "V2Header",
     "decode_batch",
     "decode_records",
     "decode_v2_columns",
+    "log_refused",
+    "record_window",
+    "refused_record",
     "scan_records",
     "undecodable",
-    "v2_body",
+    "v2_header",
 ]
+
+log = logging.getLogger(__name__)
 
 # Every message format starts with offset (int64) + length (int32); the magic byte sits
 # at the same place (byte 16) in v0, v1 (after the CRC) and v2 (after the leader epoch).
@@ -72,22 +82,25 @@ _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_ABORT = 0
 
 #: ``decode_v2(body, pos, index, count, base_offset, last_delta, timestamp,
-#: log_append_time, topic, partition, start, limit) -> (messages, pos, index)``; see
-#: ``_crecords.c`` (and its twin :func:`._pyrecords.decode_v2`).
-DecodeV2 = Callable[
-    [Any, int, int, int, int, int, int, bool, str, int, int, int],
-    tuple[list[ConsumerMessage], int, int],
-]
+#: log_append_time, topic, partition, start, limit[, max_record]) -> (messages, pos,
+#: index)``; see ``_crecords.c`` (and its twin :func:`._pyrecords.decode_v2`).
+DecodeV2 = Callable[..., tuple[list[ConsumerMessage], int, int]]
 
 
 #: ``decode_v2_columns(body, pos, index, count, base_offset, last_delta, timestamp,
-#: log_append_time, start, stop, limit, max_bytes, columns, headers) -> (pos, index,
-#: ended)``: the same records into Arrow-layout buffers (the Spark source's path); see
-#: ``_crecords.c``.
-DecodeV2Columns = Callable[
-    [Any, int, int, int, int, int, int, bool, int, int, int, int, Any, Any],
-    tuple[int, int, bool],
-]
+#: log_append_time, start, stop, limit, max_bytes, columns, headers[, max_record]) -> (pos,
+#: index, ended)``: the same records into Arrow-layout buffers (the Spark source's
+#: path); see ``_crecords.c``.
+DecodeV2Columns = Callable[..., tuple[int, int, bool]]
+
+#: Told of each record skipped for being larger than ``Bounds.max_record`` (the error
+#: names it); without one, :func:`log_refused`.
+Refused = Callable[[ConsumerError], None]
+
+
+def log_refused(error: ConsumerError) -> None:
+    """Log a record skipped for its size (where nobody else is told)."""
+    log.error("%s", error)
 
 
 def _load_c_decoder(_crecords: ModuleType | None) -> DecodeV2 | None:
@@ -192,11 +205,16 @@ class RecordSet:
     partial: bool
     bytes_consumed: int
 
-    def decode_batches(self, limit: int = 0) -> Iterator[list[ConsumerMessage]]:
+    def decode_batches(
+        self, limit: int = 0, bounds: Bounds = DEFAULT_BOUNDS, refused: Refused | None = None
+    ) -> Iterator[list[ConsumerMessage]]:
         """Yield the kept batches' messages, at most ``limit`` per list (0: a list per
-        batch); raises CorruptMessageError for a payload that cannot be decoded."""
+        batch, or per window of a compressed one); raises CorruptMessageError for a
+        payload that cannot be decoded. See :func:`decode_batch`."""
         for batch, magic, _ in self.batches:
-            yield from decode_batch(self.topic, self.partition, batch, magic, self.start, limit)
+            yield from decode_batch(
+                self.topic, self.partition, batch, magic, self.start, limit, bounds, refused
+            )
 
 
 def scan_records(
@@ -277,14 +295,28 @@ def scan_records(
 
 
 def decode_batch(
-    topic: str, partition: int, batch: memoryview, magic: int, start: int, limit: int = 0
+    topic: str,
+    partition: int,
+    batch: memoryview,
+    magic: int,
+    start: int,
+    limit: int = 0,
+    bounds: Bounds = DEFAULT_BOUNDS,
+    refused: Refused | None = None,
 ) -> Iterator[list[ConsumerMessage]]:
     """The messages of one kept batch from :func:`scan_records`, none below ``start``,
-    in lists of at most ``limit`` messages (0: one list for the whole batch)."""
+    in lists of at most ``limit`` messages (0: one list for the whole batch).
+
+    A compressed batch is decompressed as a stream: each list comes from at most
+    ``bounds.window`` decompressed bytes (or one record), and a record larger than
+    ``bounds.max_record`` is skipped, passed to ``refused`` (if at or after ``start``).
+    A v0/v1 compressed message is one message of those formats: it is refused whole
+    (CorruptMessageError) when it inflates past ``bounds.max_record``.
+    """
     steps = (
-        _v2_steps(_v2_decoder(), topic, partition, batch, start, limit)
+        _v2_steps(_v2_decoder(), topic, partition, batch, start, limit, bounds, refused)
         if magic == 2
-        else _legacy_steps(topic, partition, batch, magic, start, limit)
+        else _legacy_steps(topic, partition, batch, magic, start, limit, bounds)
     )
     while True:
         # One list per step, with the collector off while it is built and the new
@@ -313,10 +345,23 @@ def _v2_decoder() -> DecodeV2:
 
 
 def _v2_steps(
-    decode_v2: DecodeV2, topic: str, partition: int, batch: memoryview, start: int, limit: int
+    decode_v2: DecodeV2,
+    topic: str,
+    partition: int,
+    batch: memoryview,
+    start: int,
+    limit: int,
+    bounds: Bounds,
+    refused: Refused | None,
 ) -> Steps:
     """A v2 batch through ``decode_v2``, resuming at its byte position and record index."""
-    first, last_delta, body, count, timestamp, log_append_time = v2_body(batch)
+    first, last_delta, codec, count, timestamp, log_append_time = header = v2_header(batch)
+    if codec:
+        yield from _inflated_steps(
+            decode_v2, topic, partition, batch, header, start, limit, bounds, refused or log_refused
+        )
+        return
+    body = batch[_V2_HEADER_SIZE:]
     pos = index = 0
 
     def step() -> list[ConsumerMessage]:
@@ -343,14 +388,63 @@ def _v2_steps(
         yield step
 
 
-class V2Body(NamedTuple):
+def _inflated_steps(
+    decode_v2: DecodeV2,
+    topic: str,
+    partition: int,
+    batch: memoryview,
+    header: V2Header,
+    start: int,
+    limit: int,
+    bounds: Bounds,
+    refused: Refused,
+) -> Steps:
+    """A compressed v2 batch through ``decode_v2`` in window mode, from a window of its
+    decompressed records (see :class:`~.inflate.RecordWindow`). A step returns the
+    messages of the records whole in the window (at most ``limit``); one that has none
+    reads on first, or skips a record over the bound."""
+    first, last_delta, _, count, timestamp, log_append_time = header
+    window = record_window(batch, header, bounds)
+
+    def step() -> list[ConsumerMessage]:
+        while True:
+            messages, window.pos, window.index = decode_v2(
+                window.buf,
+                window.pos,
+                window.index,
+                count,
+                first,
+                last_delta,
+                timestamp,
+                log_append_time,
+                topic,
+                partition,
+                start,
+                limit,
+                bounds.max_record,
+            )
+            if window.index >= count:
+                window.finish()
+                return messages
+            if messages:
+                return messages
+            skipped = window.more(first, last_delta)
+            if skipped is not None and skipped[0] >= start:
+                refused(refused_record(topic, partition, *skipped, bounds.max_record))
+
+    yield step
+    while window.index < count:
+        yield step
+
+
+class V2Header(NamedTuple):
     """What decoding a v2 batch's records needs, read from its header."""
 
     base_offset: int
     #: The batch header's lastOffsetDelta: every record's offset delta is at most this.
     last_delta: int
-    #: The records' bytes, decompressed.
-    records: memoryview | bytes
+    #: The compression codec (0: none).
+    codec: int
     record_count: int
     #: The base the records' timestamp deltas apply to (for log-append time, every
     #: record's timestamp).
@@ -358,22 +452,40 @@ class V2Body(NamedTuple):
     log_append_time: bool
 
 
-def v2_body(batch: memoryview) -> V2Body:
-    """The header fields and the decompressed records of one v2 batch from
-    :func:`scan_records`; ValueError (or the codec's error) for an unknown codec or a
-    payload that does not decompress."""
+def v2_header(batch: memoryview) -> V2Header:
+    """The header fields of one v2 batch from :func:`scan_records`."""
     first, attributes, last_delta, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
-    records = batch[_V2_HEADER_SIZE:]
-    body: memoryview | bytes = records
-    codec = attributes & _CODEC_MASK
-    if codec:
-        decompress = _pyrecords.DECOMPRESS.get(codec)
-        if decompress is None:
-            raise ValueError(f"unknown compression codec {codec}")
-        body = decompress(records)
     log_append_time = bool(attributes & _LOG_APPEND_TIME)
-    return V2Body(
-        first, last_delta, body, count, max_ts if log_append_time else first_ts, log_append_time
+    return V2Header(
+        first,
+        last_delta,
+        attributes & _CODEC_MASK,
+        count,
+        max_ts if log_append_time else first_ts,
+        log_append_time,
+    )
+
+
+def record_window(batch: memoryview, header: V2Header, bounds: Bounds) -> RecordWindow:
+    """The records of the v2 ``batch`` (with ``header``) to decode from: a window on
+    their decompressed stream, or all of them when the batch is not compressed.
+    ValueError (or the codec's error) for an unknown codec or a corrupt stream start."""
+    body = batch[_V2_HEADER_SIZE:]
+    if not header.codec:
+        return RecordWindow.whole(body)
+    return RecordWindow(open_stream(header.codec, body, bounds), bounds)
+
+
+def refused_record(topic: str, partition: int, offset: int, size: int, bound: int) -> ConsumerError:
+    """The error for a record skipped for being larger than ``bound``."""
+    return ConsumerError(
+        f"the record at offset {offset} inflates to {size} bytes, more than "
+        f"consumer.fetch.max_record_bytes={bound}: it was skipped (the records after it are "
+        "read on). To read it, raise consumer.fetch.max_record_bytes to at least its size "
+        f"and consume the partition from offset {offset} again",
+        topic=topic,
+        partition=partition,
+        cause=MessageTooLargeError(f"record of {size} bytes at offset {offset}"),
     )
 
 
@@ -384,14 +496,29 @@ def undecodable(topic: str, partition: int, exc: Exception) -> CorruptMessageErr
 
 
 def _legacy_steps(
-    topic: str, partition: int, message: memoryview, magic: int, start: int, limit: int
+    topic: str,
+    partition: int,
+    message: memoryview,
+    magic: int,
+    start: int,
+    limit: int,
+    bounds: Bounds,
 ) -> Steps:
     """A v0/v1 message (a compressed one holds a few hundred at most): parsed whole by
     the first step, handed out ``limit`` at a time."""
     parsed: list[ConsumerMessage] = []
 
+    def inflate(codec: int, compressed: memoryview) -> bytes:
+        inner = read_bounded(open_stream(codec, compressed, bounds), bounds.max_record)
+        if inner is None:
+            raise ValueError(
+                f"a compressed message-format v{magic} message inflates past "
+                f"consumer.fetch.max_record_bytes={bounds.max_record}: raise it to read on"
+            )
+        return inner
+
     def first() -> list[ConsumerMessage]:
-        parsed.extend(_pyrecords.decode_legacy(topic, partition, message, magic, start))
+        parsed.extend(_pyrecords.decode_legacy(topic, partition, message, magic, start, inflate))
         return parsed[:limit] if limit else parsed
 
     def chunk(at: int) -> Callable[[], list[ConsumerMessage]]:
@@ -459,10 +586,8 @@ def _skip_transactional(
     txns.advance(last)
     if attributes & _CONTROL:
         # A marker batch is rare (one per transaction): its first record's key says which.
-        first, last_delta, body, count, timestamp, log_append_time = v2_body(batch)
-        markers, _, _ = _v2_decoder()(
-            body, 0, 0, count, first, last_delta, timestamp, log_append_time, "", 0, first, 1
-        )
+        step = next(_v2_steps(_v2_decoder(), "", 0, batch, -1, 1, DEFAULT_BOUNDS, None))
+        markers = step()
         if markers:
             key = markers[0].key
             if key is None or len(key) < _CONTROL_KEY.size:

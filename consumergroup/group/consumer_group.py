@@ -155,6 +155,9 @@ class ConsumerGroup(AsyncResource):
         # Event receivers (metrics); called synchronously on the loop, see GroupObserver.
         self._observers: list[GroupObserver] = []
         self._consumer.on_fetch = lambda *fetched: self._notify("on_fetch", *fetched)
+        # A claim's partition that reads on after an error (a record over
+        # consumer.fetch.max_record_bytes skipped): to errors(), the consumer logged it.
+        self._consumer.on_error = self._push_error
 
     def __repr__(self) -> str:
         return f"<ConsumerGroup {self.group_id} member={self._membership.member_id!r}>"

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..consumer import records
+from ..consumer.inflate import DEFAULT_BOUNDS, Bounds
 from ..message import ConsumerMessage
 
 #: Spark's Kafka source schema (``headers`` only with includeHeaders=true).
@@ -188,9 +189,14 @@ class BatchBuilder:
         *,
         rows: int = ARROW_BATCH_ROWS,
         max_bytes: int = ARROW_BATCH_BYTES,
+        bounds: Bounds = DEFAULT_BOUNDS,
+        refused: records.Refused | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
+        # How much a compressed batch may inflate to; records over it go to _refused.
+        self._bounds = bounds
+        self._refused = refused
         self._include_headers = include_headers
         self._rows = rows
         self._max_bytes = max_bytes
@@ -213,7 +219,7 @@ class BatchBuilder:
         if self._columns.rows:
             yield self._flush_columns()
         for chunk in records.decode_batch(
-            self.topic, self.partition, batch, magic, start, self._rows
+            self.topic, self.partition, batch, magic, start, self._rows, self._bounds, self._refused
         ):
             if chunk[-1].offset >= stop:
                 chunk = chunk[: bisect_left(chunk, stop, key=_offset)]
@@ -233,34 +239,49 @@ class BatchBuilder:
         self, decode: records.DecodeV2Columns, batch: memoryview, start: int, stop: int
     ) -> Iterator[pa.RecordBatch]:
         try:
-            body = records.v2_body(batch)
+            head = records.v2_header(batch)
+            window = records.record_window(batch, head, self._bounds)
         except Exception as exc:  # an unknown codec, or the codec's error
             raise records.undecodable(self.topic, self.partition, exc) from exc
-        pos = index = 0
         while True:  # at least one call: a batch of 0 records must hold no record bytes
             columns = self._columns
+            at = window.pos, window.index
             try:
-                pos, index, ended = decode(
-                    body.records,
-                    pos,
-                    index,
-                    body.record_count,
-                    body.base_offset,
-                    body.last_delta,
-                    body.timestamp,
-                    body.log_append_time,
+                window.pos, window.index, ended = decode(
+                    window.buf,
+                    window.pos,
+                    window.index,
+                    head.record_count,
+                    head.base_offset,
+                    head.last_delta,
+                    head.timestamp,
+                    head.log_append_time,
                     start,
                     stop,
                     self._rows - columns.rows,
                     self._max_bytes,
                     columns.columns,
                     columns.headers,
+                    window.max_record,
                 )
-            except ValueError as exc:
+                if window.index >= head.record_count:
+                    window.finish()
+                elif not ended and (window.pos, window.index) == at:
+                    # Stopped at a record the window holds only part of (a batch's
+                    # rows are flushed before the next call, so nothing else stops
+                    # a call before its first record).
+                    skipped = window.more(head.base_offset, head.last_delta)
+                    if skipped is not None and skipped[0] >= start:
+                        (self._refused or records.log_refused)(
+                            records.refused_record(
+                                self.topic, self.partition, *skipped, self._bounds.max_record
+                            )
+                        )
+            except Exception as exc:  # the decoder's ValueError or the codec's error
                 raise records.undecodable(self.topic, self.partition, exc) from exc
             if columns.rows >= self._rows or columns.data_bytes >= self._max_bytes:
                 yield self._flush_columns()
-            if ended or index >= body.record_count:
+            if ended or window.index >= head.record_count:
                 return
 
     def _flush_columns(self) -> pa.RecordBatch:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from ..consumer import Consumer, PartitionConsumer
+from ..consumer.inflate import Bounds
 from ..consumer.records import RecordSet
 from ..errors import ConsumerError, OffsetOutOfRangeError
 from ._spark_arrow import BatchBuilder
@@ -99,7 +100,9 @@ async def _fetch(
     # Out of range at the start: an error to report, or a skip to the log start.
     config.consumer.offsets.reset = "error" if opts.fail_on_data_loss else "oldest"
     loop = asyncio.get_running_loop()
-    builder = BatchBuilder(rng.topic, rng.partition, opts.include_headers)
+    builder = BatchBuilder(
+        rng.topic, rng.partition, opts.include_headers, bounds=Bounds.of(config.consumer.fetch)
+    )
     async with Consumer(list(opts.bootstrap), config) as consumer:
         pc = await consumer.consume_partition(rng.topic, rng.partition, rng.start)
         # Record sets undecoded: the builder decodes their batches into Arrow columns.
