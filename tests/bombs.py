@@ -8,13 +8,19 @@ memory itself. Each codec as Kafka's producers write it: gzip, snappy in xerial 
 
 from __future__ import annotations
 
+import asyncio
 import struct
+import time
 import zlib
 from collections.abc import Iterable, Iterator
 
 import cramjam
 import lz4.frame
 from aiokafka.record.util import calc_crc32c
+
+from consumergroup.client import Client
+from consumergroup.errors import error_for_code
+from consumergroup.net.produce import ProduceRequest
 
 try:
     from compression import zstd  # type: ignore[import-not-found,unused-ignore]
@@ -41,17 +47,29 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+def _head(delta: int, size: int) -> bytes:
+    """A record's bytes before its value (a ``size``-byte value, no key): the value and
+    a header count of 0 follow."""
+    body = b"\0" + _varint(delta) + _varint(delta) + _varint(-1) + _varint(size)
+    return _varint(len(body) + size + 1) + body
+
+
 def records_of(sizes: Iterable[int], fill: bytes = b"\0") -> Iterator[bytes]:
     """Records whose values are ``sizes[i]`` bytes of ``fill`` (in pieces, so a large
     value is never one object), offset deltas 0, 1, ..."""
     piece = fill * (1 << 20)
     for delta, size in enumerate(sizes):
-        body = b"\0" + _varint(delta) + _varint(delta) + _varint(-1) + _varint(size)
-        yield _varint(len(body) + size + 1) + body
+        yield _head(delta, size)
         while size > 0:
             yield piece[: min(size, len(piece))]
             size -= len(piece)
         yield b"\0"
+
+
+def records_from(values: Iterable[bytes]) -> Iterator[bytes]:
+    """Records of ``values``, offset deltas 0, 1, ..."""
+    for delta, value in enumerate(values):
+        yield _head(delta, len(value)) + value + b"\0"
 
 
 def compress(codec: int, chunks: Iterable[bytes]) -> bytes:
@@ -96,3 +114,23 @@ def batch(codec: int, records: Iterable[bytes], count: int, base_offset: int = 0
     body = b"".join(records) if codec == 0 else compress(codec, records)
     crcd = _CRCD.pack(codec, count - 1, 1000, 1000 + count - 1, -1, -1, -1, count) + body
     return _HEAD.pack(base_offset, 9 + len(crcd), -1, 2, calc_crc32c(crcd)) + crcd
+
+
+async def produce_encoded(bootstrap: str, topic: str, partition: int, batch: bytes) -> int:
+    """Write the encoded ``batch`` as it is, one Produce request (acks=all); its base
+    offset. A retriable refusal (a new topic's leader not serving it yet) is sent again
+    for up to 20 s."""
+    request = ProduceRequest(None, -1, 60_000, [(topic, [(partition, batch)])])
+    deadline = time.monotonic() + 20
+    async with Client([bootstrap]) as client:
+        while True:
+            conn = await client.leader(topic, partition)
+            answers, _ = await conn.send(request, timeout=90)
+            ((_, code, base_offset, *_),) = answers[topic]
+            if not code:
+                return int(base_offset)
+            error = error_for_code(code)(f"Produce to {topic}/{partition}")
+            if not error.retriable or time.monotonic() > deadline:
+                raise error
+            await client.refresh_metadata(topic)
+            await asyncio.sleep(0.2)

@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
+class UnreadableAssignmentError(ConsumerGroupError):
+    """The leader sent this member an assignment that does not parse (another client's
+    bug): transient, the member reports it and joins again, maybe under another leader."""
+
+    retriable = True
+
+
 @dataclass(slots=True)
 class Generation:
     """What one successful JoinGroup + SyncGroup gave this member."""
@@ -279,9 +286,22 @@ class Membership:
         members: dict[str, MemberSubscription] = {}
         assignments: list[tuple[str, bytes]] = []
         if resp["leader_id"] == self.member_id:
+            unreadable = []
             for m in resp["members"]:
-                members[m["member_id"]] = MemberSubscription.decode(m["member_metadata"])
-            assignments = await self._plan(chosen, members)
+                try:
+                    members[m["member_id"]] = MemberSubscription.decode(m["member_metadata"])
+                except ValueError as exc:
+                    # One member's bug must not end the group: it is planned without,
+                    # and assigned nothing.
+                    self.log.warning(
+                        "member %r sent a subscription this leader cannot read (%s): it is "
+                        "assigned nothing in generation %d",
+                        m["member_id"],
+                        exc,
+                        self.generation_id,
+                    )
+                    unreadable.append((m["member_id"], MemberAssignment({}).encode()))
+            assignments = await self._plan(chosen, members) + unreadable
         sync = SyncGroupRequest(
             self.group, self.generation_id, self.member_id, self.instance_id, assignments
         )
@@ -295,7 +315,14 @@ class Membership:
         if sync_resp["error_code"]:
             raise error_for_code(sync_resp["error_code"])(f"SyncGroup {self.group!r}")
         self._orphaned.completed()
-        assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
+        try:
+            assignment = MemberAssignment.decode(sync_resp["member_assignment"] or b"")
+        except ValueError as exc:
+            raise UnreadableAssignmentError(
+                f"group {self.group!r}: the leader {resp['leader_id']!r} sent generation "
+                f"{self.generation_id}'s assignment in bytes this member cannot read ({exc}); "
+                "joining again (a member on another client, or version, leads the group?)"
+            ) from exc
         self.assignment = {t: sorted(p) for t, p in assignment.topics.items()}
         return Generation(
             self.generation_id,
