@@ -355,12 +355,22 @@ def _v2_steps(
     refused: Refused | None,
 ) -> Steps:
     """A v2 batch through ``decode_v2``, resuming at its byte position and record index."""
-    first, last_delta, codec, count, timestamp, log_append_time = header = v2_header(batch)
-    if codec:
+    first, attributes, last_delta, first_ts, max_ts, count = _V2_DECODE.unpack_from(batch)
+    if attributes & _CODEC_MASK:
         yield from _inflated_steps(
-            decode_v2, topic, partition, batch, header, start, limit, bounds, refused or log_refused
+            decode_v2,
+            topic,
+            partition,
+            batch,
+            v2_header(batch),
+            start,
+            limit,
+            bounds,
+            refused or log_refused,
         )
         return
+    log_append_time = bool(attributes & _LOG_APPEND_TIME)
+    timestamp = max_ts if log_append_time else first_ts
     body = batch[_V2_HEADER_SIZE:]
     pos = index = 0
 
@@ -405,23 +415,13 @@ def _inflated_steps(
     reads on first, or skips a record over the bound."""
     first, last_delta, _, count, timestamp, log_append_time = header
     window = record_window(batch, header, bounds)
+    # decode_v2's arguments after the window's position, the same at every call.
+    fixed = (count, first, last_delta, timestamp, log_append_time, topic, partition, start)
 
     def step() -> list[ConsumerMessage]:
         while True:
             messages, window.pos, window.index = decode_v2(
-                window.buf,
-                window.pos,
-                window.index,
-                count,
-                first,
-                last_delta,
-                timestamp,
-                log_append_time,
-                topic,
-                partition,
-                start,
-                limit,
-                bounds.max_record,
+                window.buf, window.pos, window.index, *fixed, limit, bounds.max_record
             )
             if window.index >= count:
                 window.finish()

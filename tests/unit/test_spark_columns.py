@@ -23,9 +23,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from consumergroup.consumer import records as records_module  # noqa: E402
-from consumergroup.errors import CorruptMessageError  # noqa: E402
+from consumergroup.consumer.inflate import DEFAULT_BOUNDS, Bounds  # noqa: E402
+from consumergroup.errors import ConsumerError, CorruptMessageError  # noqa: E402
 from consumergroup.integrations._spark_arrow import BatchBuilder, arrow_schema  # noqa: E402
 from consumergroup.message import RecordHeader  # noqa: E402
+from tests import bombs  # noqa: E402
 from tests.unit.test_crecords import (  # noqa: E402
     ANY_DELTA,
     CODECS,
@@ -66,11 +68,21 @@ def build(
     include_headers: bool,
     rows: int = 32768,
     max_bytes: int = 64 << 20,
+    bounds: Bounds = DEFAULT_BOUNDS,
+    refused: list[ConsumerError] | None = None,
 ) -> list[Any]:
     """The Arrow batches of a record set's records in [start, stop), as the reader builds
     them: every kept batch through one builder, then its last batch."""
     rs = records_module.scan_records(TOPIC, PARTITION, data, start)
-    builder = BatchBuilder(TOPIC, PARTITION, include_headers, rows=rows, max_bytes=max_bytes)
+    builder = BatchBuilder(
+        TOPIC,
+        PARTITION,
+        include_headers,
+        rows=rows,
+        max_bytes=max_bytes,
+        bounds=bounds,
+        refused=None if refused is None else refused.append,
+    )
     out = [
         full for batch, magic, _ in rs.batches for full in builder.add(batch, magic, start, stop)
     ]
@@ -97,6 +109,26 @@ def both(data: bytes, start: int, stop: int, include_headers: bool, **kwargs: An
     assert ours_table.to_pylist() == theirs_table.to_pylist()
     assert ours_table.equals(theirs_table)
     return ours_table
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_compressed_batch_is_read_through_a_window_and_a_large_record_skipped(
+    codec: int,
+) -> None:
+    """Both paths read a compressed batch from a small window, skip the record over the
+    bound (reported once each) and build the same rows."""
+    sizes = [10, 3000, 0, 70, 9000, 5]
+    data = bombs.batch(codec, bombs.records_of(sizes, b"xyz"), len(sizes))
+    tables = []
+    for c in (True, False):
+        refused: list[ConsumerError] = []
+        with column_decoder(c):
+            got = build(data, 0, 100, False, rows=2, bounds=Bounds(64, 5000), refused=refused)
+        assert ["offset 4 " in str(e) for e in refused] == [True]
+        tables.append(table(got, False))
+    assert tables[0].equals(tables[1])
+    assert tables[0].column("offset").to_pylist() == [0, 1, 2, 3, 5]
+    assert [len(v) for v in tables[0].column("value").to_pylist()] == [10, 3000, 0, 70, 5]
 
 
 def test_the_column_decoder_is_used() -> None:
