@@ -49,6 +49,7 @@ from .net.flexible import NULL_TOPIC_ID
 from .net.protocol import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    Features,
     FindCoordinatorRequest,
     MetadataRequest,
 )
@@ -161,6 +162,9 @@ class Client(AsyncResource):
         # (host, port, purpose) -> live connection; a dead one is replaced on next use.
         self._conns: dict[tuple[str, int, str], BrokerConnection] = {}
         self._dial_locks: dict[tuple[str, int, str], asyncio.Lock] = {}
+        # The cluster's finalized features, as the broker that told the newest epoch of
+        # them said (ApiVersions v3+); replaced by _connect() when a newer epoch comes.
+        self._features = Features()
         self._metadata_lock = asyncio.Lock()
         self._refresher: asyncio.Task[None] | None = None
         self._closed = False
@@ -202,6 +206,8 @@ class Client(AsyncResource):
                 if conn is None or conn.closed:
                     conn = await BrokerConnection.open(host, port, self.config, node_id)
                     self._conns[key] = conn
+                    if conn.features.epoch > self._features.epoch:
+                        self._features = conn.features
         if conn.node_id is None and node_id is not None:
             # Dialed as a seed (id unknown then); metadata has since named this broker.
             conn.node_id = node_id
@@ -216,6 +222,12 @@ class Client(AsyncResource):
             if broker is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster's metadata")
         return await self._connect(broker.host, broker.port, purpose, node_id)
+
+    def feature_level(self, name: str) -> int:
+        """The version level the cluster finalized for feature ``name`` (KIP-584; e.g.
+        ``"transaction.version"``), as the newest answer of any broker connected so far
+        says; 0 when none was finalized (or the brokers predate ApiVersions v3)."""
+        return self._features.levels.get(name, 0)
 
     def brokers(self) -> list[BrokerInfo]:
         """Brokers in the latest metadata."""

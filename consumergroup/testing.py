@@ -349,6 +349,7 @@ _JVM_FLAGS = (
 _START_ATTEMPTS = 3
 
 _LISTENER_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+_FEATURE_NAME = re.compile(r"[a-z][a-z0-9_.]*")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -518,7 +519,10 @@ class KafkaCluster(AsyncResource):
       ``group.consumer.session.timeout.ms=6000`` with their lower bounds
       ``group.consumer.min.heartbeat.interval.ms=100`` and
       ``group.consumer.min.session.timeout.ms=1000``;
-    - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB).
+    - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB);
+    - a transaction past its timeout is aborted within a second
+      (``transaction.abort.timed.out.transaction.cleanup.interval.ms=1000``; Kafka's default
+      checks every 10 s).
 
     ``quick_share_groups`` lowers share-group timeouts for tests, the counterparts of the
     consumer-protocol ones above: ``group.share.heartbeat.interval.ms=500`` and
@@ -538,6 +542,11 @@ class KafkaCluster(AsyncResource):
     ``-Djava.security.krb5.conf=...`` or Kafka 4's
     ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``).
 
+    ``features`` finalizes feature levels when the storage is formatted (Kafka's
+    ``kafka-storage format --feature NAME=LEVEL``), e.g. ``{"transaction.version": 1}``
+    for brokers running the classic transaction protocol instead of KIP-890's (which
+    Kafka 4.x finalizes by default); the others take the release's defaults.
+
     ``racks`` gives node ``i`` the ``broker.rack`` ``racks[i]`` and every node Kafka's
     ``RackAwareReplicaSelector``: a client that names its rack (``config.client_rack``)
     then fetches from the replica in its rack (KIP-392), and rack-aware assignors see
@@ -553,6 +562,7 @@ class KafkaCluster(AsyncResource):
         racks: Sequence[str] | None = None,
         jvm_options: Iterable[str] = (),
         quick_share_groups: bool = False,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {nodes}")
@@ -572,6 +582,13 @@ class KafkaCluster(AsyncResource):
                 raise ValueError(
                     f"listener {name}: security protocol {protocol!r} is not one of "
                     f"{', '.join(_SECURITY_PROTOCOLS)}"
+                )
+        self.features = dict(features or {})
+        for name, level in self.features.items():
+            if not _FEATURE_NAME.fullmatch(name) or not (isinstance(level, int) and level >= 0):
+                raise ValueError(
+                    f"features: {name!r}={level!r} is not a feature name and a level >= 0 "
+                    '(e.g. {"transaction.version": 1})'
                 )
         self.start_timeout = start_timeout
         self.extra_properties = dict(_QUICK_SHARE_GROUPS if quick_share_groups else {})
@@ -653,6 +670,7 @@ class KafkaCluster(AsyncResource):
             "background.threads": "2",
             "num.recovery.threads.per.data.dir": "1",
             "log.cleaner.dedupe.buffer.size": str(8 << 20),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             **self._rack_properties(node),
             **self.extra_properties,
         }
@@ -729,6 +747,7 @@ class KafkaCluster(AsyncResource):
             "--config",
             str(node.properties),
             "--ignore-formatted",
+            *(f"--feature={name}={level}" for name, level in self.features.items()),
         )
         with node.log_path.open("ab") as log:
             proc = await asyncio.create_subprocess_exec(

@@ -69,7 +69,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="--broker tansu: the test needs Apache Kafka")
     for item in items:
-        if {"kafka_cluster", "kafka_cluster3"} & set(getattr(item, "fixturenames", ())):
+        if {"kafka_cluster", "kafka_cluster3", "kafka_cluster_tv1"} & set(
+            getattr(item, "fixturenames", ())
+        ):
             item.add_marker(skip)
 
 
@@ -115,6 +117,14 @@ async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
     rack ``RACKS[i]`` with the rack-aware replica selector (clients naming no rack read
     from leaders, as on any cluster)."""
     async with KafkaCluster(nodes=3, racks=RACKS) as cluster:
+        yield cluster
+
+
+@pytest_asyncio.fixture(scope="session")
+async def kafka_cluster_tv1() -> AsyncIterator[KafkaCluster]:
+    """A one-node Apache Kafka running the classic transaction protocol
+    (``transaction.version=1``; the other clusters run KIP-890's v2, Kafka 4.x's default)."""
+    async with KafkaCluster(nodes=1, features={"transaction.version": 1}) as cluster:
         yield cluster
 
 

@@ -46,13 +46,15 @@ from .protocol import (
     API_NAMES,
     AnyRequest,
     AnyRequestStruct,
-    ApiVersionRequest,
     ApiVersionRequest_v0,
+    ApiVersionsRequest,
+    Features,
     VersionRanges,
     codec_versions,
     common_version,
     decode_response,
     encode_request,
+    features_of,
     prepare,
 )
 from .quirks import BrokerQuirks, detect_quirks
@@ -274,6 +276,9 @@ class BrokerConnection:
         self._error: BaseException | None = None
         # The broker's advertised (min, max) per API; filled by _negotiate().
         self.broker_versions: VersionRanges = {}
+        # The features the cluster finalized, as this broker said (ApiVersions v3+); set
+        # once, by _negotiate().
+        self.features = Features()
         # SASL re-authentication (KIP-368). Owned by the event loop: _authenticate() arms
         # _reauth_timer, which sets _reauth_due when the session should be renewed (so a
         # request reads a flag, not the clock); _authenticated() then starts one (_reauth,
@@ -455,8 +460,9 @@ class BrokerConnection:
         return True
 
     async def _negotiate(self) -> None:
-        """ApiVersions: learn the broker's ranges (v2 first, v0 if the broker refuses v2)."""
-        latest = ApiVersionRequest().prepare({18: codec_versions()[18]})
+        """ApiVersions: learn the broker's ranges and finalized features (v3 first, v0 if the
+        broker refuses v3)."""
+        latest = ApiVersionsRequest().prepare({18: codec_versions()[18]})
         for struct_ in (latest, ApiVersionRequest_v0()):
             payload = await self._roundtrip(struct_, self._config.net.read_timeout)
             # Every ApiVersions response version starts with error_code after the header.
@@ -473,7 +479,8 @@ class BrokerConnection:
                     "address a Kafka listener?"
                 ) from exc
             raise_for_code(resp.error_code, f"ApiVersions from {self.address}")
-            self.broker_versions = {k: (lo, hi) for k, lo, hi in resp.api_versions}
+            self.broker_versions = {k: (lo, hi) for k, lo, hi, *_ in resp.api_versions}
+            self.features = features_of(resp)
             return
         raise UnsupportedVersionError(
             f"broker {self.address} accepts no ApiVersions version we know"

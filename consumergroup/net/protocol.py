@@ -22,7 +22,6 @@ from typing import Any, TypeAlias
 
 from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.admin import (
-    ApiVersionRequest,
     ApiVersionRequest_v0,
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -34,6 +33,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from ..errors import UnsupportedVersionError
+from .api_versions import ApiVersionsRequest, Features, features_of
 from .fetch import FETCH_VERSIONS, FetchFrame, FetchRequest, decode_fetch_response
 from .group_protocol import (
     HeartbeatRequest,
@@ -51,12 +51,13 @@ __all__ = [
     "API_NAMES",
     "AnyRequest",
     "AnyRequestStruct",
-    "ApiVersionRequest",
     "ApiVersionRequest_v0",
+    "ApiVersionsRequest",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupHeartbeatRequest",
     "CreateTopicsRequest",
     "DeleteTopicsRequest",
+    "Features",
     "FetchRequest",
     "FindCoordinatorRequest",
     "HeartbeatRequest",
@@ -78,6 +79,7 @@ __all__ = [
     "common_version",
     "decode_response",
     "encode_request",
+    "features_of",
     "offset_fetch_topics",
     "prepare",
 ]
@@ -150,7 +152,7 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
     LeaveGroupRequest,
     SyncGroupRequest,
     SaslHandShakeRequest,
-    ApiVersionRequest,
+    ApiVersionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     SaslAuthenticateRequest,

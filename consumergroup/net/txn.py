@@ -6,12 +6,25 @@ aiokafka's ``Struct``/``Schema`` types after Apache Kafka's message definitions:
 * InitProducerId v0-v1 (classic), v2+ flexible; v3 adds the current ``producer_id`` and
   ``producer_epoch``, so an idempotent producer can bump its epoch (KIP-360); v4 and v5
   have v3's layout.
-* AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit v0-v3: classic to v2,
-  flexible at v3; TxnOffsetCommit v2 adds each partition's leader epoch and v3 the
-  member's generation, id and instance id (KIP-447).
+* AddPartitionsToTxn v0-v3, AddOffsetsToTxn v0-v4, EndTxn v0-v5, TxnOffsetCommit v0-v5:
+  classic to v2, flexible from v3; TxnOffsetCommit v2 adds each partition's leader epoch
+  and v3 the member's generation, id and instance id (KIP-447). v4 of each only admits
+  the error TRANSACTION_ABORTABLE (KIP-890). v5 of EndTxn and TxnOffsetCommit is the
+  transaction protocol v2 (KIP-890 part 2): EndTxn v5 answers with the producer id and the
+  epoch bumped for the next transaction, and a TxnOffsetCommit v5 adds the group's offsets
+  partition to the transaction itself (no AddOffsetsToTxn). A client of the protocol v1
+  sends at most v4 (and Produce v11): the broker takes the version for the protocol. (v4+
+  of AddPartitionsToTxn is the brokers' batched form; a client sends v3 at most, and
+  nothing at all under the protocol v2, where the brokers add a partition when its first
+  Produce of the transaction arrives.)
+
+Each builder takes ``max_version``: the transaction manager caps the version at the
+transaction protocol it runs.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aiokafka.protocol.api import Request, RequestStruct
 from aiokafka.protocol.types import (
@@ -94,8 +107,7 @@ InitProducerIdRequest._CLASSES = tuple(
 
 
 # ------------------------------------------------------------------ transactions
-# Each of these is classic up to v2 and flexible from v3 (the versions a client sends
-# below KIP-890's: AddPartitionsToTxn v4+ is for brokers, EndTxn v5 returns a new epoch).
+# Each of these is classic up to v2 and flexible from v3.
 
 
 def _schema(version: int, fields: list[tuple[str, object]]) -> Schema:
@@ -157,7 +169,10 @@ def _end_txn(version: int) -> tuple[Schema, Schema]:
             ("committed", Boolean),
         ],
     )
-    return request, _schema(version, [("throttle_time_ms", Int32), ("error_code", Int16)])
+    answer: list[tuple[str, object]] = [("throttle_time_ms", Int32), ("error_code", Int16)]
+    if version >= 5:  # the next transaction's producer id and epoch
+        answer += [("producer_id", Int64), ("producer_epoch", Int16)]
+    return request, _schema(version, answer)
 
 
 def _txn_offset_commit(version: int) -> tuple[Schema, Schema]:
@@ -191,7 +206,20 @@ def _tags(version: int) -> tuple[object, ...]:
     return ({},) if version >= 3 else ()
 
 
-class AddPartitionsToTxnRequest(Request[RequestStruct]):  # type: ignore[misc]
+class _Capped(Request[RequestStruct]):  # type: ignore[misc]
+    """A builder whose version is capped at ``max_version`` (the transaction protocol's)."""
+
+    API_KEY = -1  # each subclass names its own
+    _max_version = 1 << 15
+
+    def prepare(self, versions: dict[int, tuple[int, int]]) -> RequestStruct:
+        """The struct for the highest version both sides speak, at most ``max_version``."""
+        lo, hi = versions.get(self.API_KEY, (0, -1))
+        capped = {**versions, self.API_KEY: (lo, min(hi, self._max_version))}
+        return super().prepare(capped)
+
+
+class AddPartitionsToTxnRequest(_Capped):
     """AddPartitionsToTxn v0-v3: ``topics`` ``{topic: [partition, ...]}`` join the
     producer's transaction (answers per partition)."""
 
@@ -210,38 +238,54 @@ class AddPartitionsToTxnRequest(Request[RequestStruct]):  # type: ignore[misc]
         return request_struct_class(*self._args, topics, *_tags(v))
 
 
-class AddOffsetsToTxnRequest(Request[RequestStruct]):  # type: ignore[misc]
-    """AddOffsetsToTxn v0-v3: the group's offsets commit with the transaction."""
+class AddOffsetsToTxnRequest(_Capped):
+    """AddOffsetsToTxn v0-v4: the group's offsets commit with the transaction."""
 
     API_KEY = 25
 
-    def __init__(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        max_version: int = 4,
+    ) -> None:
         self._args = (transactional_id, producer_id, epoch, group_id)
+        self._max_version = max_version
 
     def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version."""
         return request_struct_class(*self._args, *_tags(request_struct_class.API_VERSION))
 
 
-class EndTxnRequest(Request[RequestStruct]):  # type: ignore[misc]
-    """EndTxn v0-v3: commit (``committed``) or abort the producer's transaction."""
+class EndTxnRequest(_Capped):
+    """EndTxn v0-v5: commit (``committed``) or abort the producer's transaction; v5 (the
+    transaction protocol v2) answers with the producer id and epoch of the next one."""
 
     API_KEY = 26
 
     def __init__(
-        self, transactional_id: str, producer_id: int, epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        committed: bool,
+        max_version: int = 4,
     ) -> None:
         self._args = (transactional_id, producer_id, epoch, committed)
+        self._max_version = max_version
 
     def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version."""
         return request_struct_class(*self._args, *_tags(request_struct_class.API_VERSION))
 
 
-class TxnOffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
-    """TxnOffsetCommit v0-v3: offsets ``{(topic, partition): offset}`` committed by the
-    transaction; v3 carries the member's generation (or member epoch), member id and
-    instance id, so the coordinator fences a zombie member (KIP-447)."""
+class TxnOffsetCommitRequest(_Capped):
+    """TxnOffsetCommit v0-v5: offsets ``{(topic, partition): offset}`` (with their
+    metadata, ``metadata``) committed by the transaction; v3+ carries the member's
+    generation (or member epoch), member id and instance id, so the coordinator fences a
+    zombie member (KIP-447); v5 is the transaction protocol v2."""
 
     API_KEY = 28
 
@@ -255,10 +299,15 @@ class TxnOffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
         generation_id: int = -1,
         member_id: str = "",
         group_instance_id: str | None = None,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
+        max_version: int = 4,
     ) -> None:
         self._head = (transactional_id, group_id, producer_id, epoch)
         self._member = (generation_id, member_id, group_instance_id)
         self._offsets = offsets
+        self._metadata = metadata or {}
+        self._max_version = max_version
 
     def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (member fields from v3: without them a
@@ -266,21 +315,22 @@ class TxnOffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
         v = request_struct_class.API_VERSION
         by_topic: dict[str, list[tuple[object, ...]]] = {}
         for (topic, partition), offset in sorted(self._offsets.items()):
-            entry: tuple[object, ...] = (partition, offset, *((-1,) if v >= 2 else ()), "")
+            text = self._metadata.get((topic, partition), "")
+            entry: tuple[object, ...] = (partition, offset, *((-1,) if v >= 2 else ()), text)
             by_topic.setdefault(topic, []).append((*entry, *_tags(v)))
         topics = [(t, ps, *_tags(v)) for t, ps in by_topic.items()]
         member = self._member if v >= 3 else ()
         return request_struct_class(*self._head, *member, topics, *_tags(v))
 
 
-def _versions(name: str, key: int, schemas: object) -> tuple[type[RequestStruct], ...]:
+def _versions(name: str, key: int, schemas: object, top: int) -> tuple[type[RequestStruct], ...]:
     return tuple(
         request_version(name, key, v, *schemas(v), flexible=v >= 3)  # type: ignore[operator]
-        for v in range(4)
+        for v in range(top + 1)
     )
 
 
-AddPartitionsToTxnRequest._CLASSES = _versions("AddPartitionsToTxn", 24, _add_partitions)
-AddOffsetsToTxnRequest._CLASSES = _versions("AddOffsetsToTxn", 25, _add_offsets)
-EndTxnRequest._CLASSES = _versions("EndTxn", 26, _end_txn)
-TxnOffsetCommitRequest._CLASSES = _versions("TxnOffsetCommit", 28, _txn_offset_commit)
+AddPartitionsToTxnRequest._CLASSES = _versions("AddPartitionsToTxn", 24, _add_partitions, 3)
+AddOffsetsToTxnRequest._CLASSES = _versions("AddOffsetsToTxn", 25, _add_offsets, 4)
+EndTxnRequest._CLASSES = _versions("EndTxn", 26, _end_txn, 5)
+TxnOffsetCommitRequest._CLASSES = _versions("TxnOffsetCommit", 28, _txn_offset_commit, 5)

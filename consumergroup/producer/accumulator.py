@@ -134,6 +134,12 @@ class Accumulator:
             or now - batch.created >= self.linger
         )
 
+    def restart_sequences(self) -> None:
+        """A new producer epoch between two transactions (nothing is queued): every
+        partition's sequences start again at 0."""
+        for q in self.partitions.values():
+            q.next_sequence = 0
+
     def pending(self) -> Iterator[ProducerBatch]:
         """Every batch not yet answered."""
         for q in self.partitions.values():

@@ -111,7 +111,9 @@ class Producer(AsyncResource):
         self._txn = (
             None
             if pc.transactional_id is None
-            else TransactionManager(self._client, pc, self._identity)
+            else TransactionManager(
+                self._client, pc, self._identity, on_epoch=self._acc.restart_sequences
+            )
         )
         self._sender = Sender(self._client, pc, self._acc, self._identity, self._txn)
         self._task: asyncio.Task[None] | None = None
@@ -255,30 +257,39 @@ class Producer(AsyncResource):
         """Open a transaction: records sent until its commit or abort belong to it."""
         self._transactions().begin()
 
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open (begun, not yet committed or aborted)."""
+        return self._txn is not None and self._txn.in_transaction
+
     async def commit_transaction(self) -> None:
         """Send what is queued, then commit: the records and the offsets sent to the
         transaction become visible to ``read_committed`` readers together. When a record
-        of the transaction failed, this raises and the transaction must be aborted."""
-        txn = self._transactions()
-        txn.require_open("commit_transaction()")
-        await self.flush()
-        await txn.end(commit=True)
+        of the transaction failed, or the coordinator ended the transaction (it ran past
+        ``producer.transaction_timeout``), this raises and the transaction must be
+        aborted. ``send()`` is refused while it runs."""
+        await self._transactions().end(True, self.flush)
 
     async def abort_transaction(self) -> None:
         """Send what is queued, then abort: none of it is ever visible to
-        ``read_committed`` readers, nor are the offsets sent to the transaction."""
-        txn = self._transactions()
-        txn.require_open("abort_transaction()")
-        await self.flush()
-        await txn.end(commit=False)
+        ``read_committed`` readers, nor are the offsets sent to the transaction. After the
+        coordinator aborted the transaction itself (a timeout), the producer takes a new
+        epoch (InitProducerId) and goes on; a producer another one with the same
+        transactional id replaced raises ProducerFencedError."""
+        await self._transactions().end(False, self.flush)
 
     async def send_offsets_to_transaction(
-        self, offsets: Mapping[tuple[str, int], int], group_metadata: GroupMetadata
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_metadata: GroupMetadata,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
-        """Commit ``offsets`` (``{(topic, partition): next offset to read}``) for the
-        consumer group member ``group_metadata`` (``session.group_metadata()``) as part of
-        the open transaction: they commit if, and only if, the transaction does."""
-        await self._transactions().send_offsets(offsets, group_metadata)
+        """Commit ``offsets`` (``{(topic, partition): next offset to read}``, with their
+        ``metadata`` strings if given) for the consumer group member ``group_metadata``
+        (``session.group_metadata()``) as part of the open transaction: they commit if,
+        and only if, the transaction does."""
+        await self._transactions().send_offsets(offsets, group_metadata, metadata)
 
     def _transactions(self) -> TransactionManager:
         if self._txn is None:

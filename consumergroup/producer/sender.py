@@ -94,7 +94,6 @@ class Sender:
     ) -> None:
         self._client = client
         self._txn = transactions
-        # Transactions use the classic protocol: Produce below KIP-890's v12.
         self._txn_id = None if transactions is None else transactions.transactional_id
         self._config = config
         self._acc = accumulator
@@ -220,8 +219,10 @@ class Sender:
             q.in_flight += 1
             taken.append((q, batch))
             topics.setdefault(q.topic, []).append((q.partition, payload))
+        # A transaction's Produce version is its protocol's (v12: KIP-890's v2).
+        top = 11 if self._txn is None else self._txn.produce_version
         request = ProduceRequest(
-            self._txn_id, self._acks, self._timeout_ms, list(topics.items()), max_version=11
+            self._txn_id, self._acks, self._timeout_ms, list(topics.items()), max_version=top
         )
         self._nodes[node] = self._nodes.get(node, 0) + 1
         task = asyncio.create_task(self._request(node, request, taken), name=f"produce-{node}")
@@ -340,8 +341,7 @@ class Sender:
             batch.complete(base_offset, append_time)
             return
         if self._txn is not None:
-            if self._txn.error is None:
-                self._txn.error = error  # the transaction can only abort now
+            self._txn.fail(error)  # the transaction can only abort now
         elif self._idempotent and batch.sequence >= 0 and q.queue:
             # A gap in the partition's sequence: only a new epoch lets the rest through.
             self._bump_needed = True

@@ -189,8 +189,12 @@ class ScriptedBroker:
         return Received(api_key, api_version, cid, client_id, frame[offset:], writer)
 
     def api_versions_response(self, version: int) -> Struct:
-        """An ApiVersions response at ``version`` advertising ``self.versions``."""
+        """An ApiVersions response at ``version`` advertising ``self.versions``; for a
+        version above the advertised ones, what Kafka answers: UNSUPPORTED_VERSION in a v0
+        body (the client asks again at a version it knows)."""
         ranges = [(k, lo, hi) for k, (lo, hi) in sorted(self.versions.items())]
+        if version > self.versions.get(18, (0, 0))[1]:
+            return ApiVersionResponse_v0(35, ranges)
         if version == 0:
             return ApiVersionResponse_v0(0, ranges)
         cls = ApiVersionResponse_v1 if version == 1 else ApiVersionResponse_v2
@@ -323,7 +327,7 @@ async def test_negotiation_picks_the_common_range_and_refuses_without_one() -> N
             await conn.close()
 
 
-async def test_api_versions_falls_back_to_v0_when_the_broker_refuses_v2() -> None:
+async def test_api_versions_falls_back_to_v0_when_the_broker_refuses_v3() -> None:
     async def old_broker(fake: ScriptedBroker, req: Received) -> None:
         if req.api_key == 18 and req.api_version > 0:
             # What Kafka does for a too-new ApiVersions: a v0 body with UNSUPPORTED_VERSION.
@@ -334,7 +338,7 @@ async def test_api_versions_falls_back_to_v0_when_the_broker_refuses_v2() -> Non
     async with ScriptedBroker(script=old_broker, answer_api_versions=False) as fake:
         conn = await BrokerConnection.open(*split(fake.address), net_config())
         try:
-            assert [r.api_version for r in fake.received if r.api_key == 18] == [2, 0]
+            assert [r.api_version for r in fake.received if r.api_key == 18] == [3, 0]
             assert conn.broker_versions == {3: (0, 1), 18: (0, 0)}
             assert conn.version(3) == 1
         finally:

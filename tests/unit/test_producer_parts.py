@@ -178,8 +178,11 @@ def test_import_consumergroup_does_not_load_the_producer() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_transaction_requests_encode_at_every_version(version: int) -> None:
+    """Each request at every version the broker may offer, capped at what a client sends
+    (AddPartitionsToTxn v3, AddOffsetsToTxn v4) and at the transaction protocol's (EndTxn
+    and TxnOffsetCommit: v4 for the protocol v1, v5 for KIP-890's v2)."""
     from consumergroup.net.txn import (
         AddOffsetsToTxnRequest,
         AddPartitionsToTxnRequest,
@@ -187,21 +190,78 @@ def test_transaction_requests_encode_at_every_version(version: int) -> None:
         TxnOffsetCommitRequest,
     )
 
+    offsets = {("a", 0): 10, ("b", 2): 7}
     requests = [
-        AddPartitionsToTxnRequest("t", 5, 1, {"a": [0, 1]}),
-        AddOffsetsToTxnRequest("t", 5, 1, "g"),
-        EndTxnRequest("t", 5, 1, True),
-        TxnOffsetCommitRequest("t", "g", 5, 1, {("a", 0): 10, ("b", 2): 7}, 3, "m", "i"),
+        (AddPartitionsToTxnRequest("t", 5, 1, {"a": [0, 1]}), 3),
+        (AddOffsetsToTxnRequest("t", 5, 1, "g"), 4),
+        (EndTxnRequest("t", 5, 1, True), 4),
+        (EndTxnRequest("t", 5, 1, True, max_version=5), 5),
+        (TxnOffsetCommitRequest("t", "g", 5, 1, offsets, 3, "m", "i"), 4),
+        (
+            TxnOffsetCommitRequest(
+                "t", "g", 5, 1, offsets, 3, "m", "i", metadata={("a", 0): "x"}, max_version=5
+            ),
+            5,
+        ),
     ]
-    for request in requests:
+    for request, top in requests:
         built = prepare(request, {request.API_KEY: (0, version)}, "b:1")
         decoded = type(built).decode(built.encode())
-        assert version == decoded.API_VERSION
+        assert min(version, top) == decoded.API_VERSION
         assert decoded.producer_id == 5
     assert decoded.topics[0][0] == "a"
+    assert decoded.topics[0][1][0][-2 if version >= 3 else -1] == "x"  # metadata
     if version >= 3:
         assert (decoded.generation_id, decoded.member_id, decoded.group_instance_id) == (
             3,
             "m",
             "i",
         )
+
+
+def test_end_txn_v5_answers_the_next_epoch() -> None:
+    """KIP-890: EndTxn v5's answer carries the producer id and the epoch of the next
+    transaction (below v5 there is none)."""
+    from consumergroup.net.txn import EndTxnRequest
+
+    v5 = prepare(EndTxnRequest("t", 5, 1, True, max_version=5), {26: (0, 5)}, "b:1")
+    answer = v5.RESPONSE_TYPE(0, 0, 5, 2, {}).encode()
+    decoded = v5.RESPONSE_TYPE.decode(answer)
+    assert (decoded.error_code, decoded.producer_id, decoded.producer_epoch) == (0, 5, 2)
+    v4 = prepare(EndTxnRequest("t", 5, 1, True), {26: (0, 5)}, "b:1")
+    assert not hasattr(v4.RESPONSE_TYPE.decode(v4.RESPONSE_TYPE(0, 0, {}).encode()), "producer_id")
+
+
+def test_api_versions_v3_reads_the_finalized_features() -> None:
+    """ApiVersions v3's answer: the ranges, and in its tagged fields the features the
+    cluster finalized (tag 1: their epoch, tag 2: name, max and min level), as Kafka 4.4
+    sends them; its header is v0 (no tagged fields) although the version is flexible."""
+    from aiokafka.protocol.types import Int16, Int64, Schema
+
+    from consumergroup.net.api_versions import ApiVersionsRequest, features_of
+    from consumergroup.net.flexible import STR
+    from consumergroup.net.flexible import struct as compact
+    from consumergroup.net.protocol import decode_response
+
+    built = prepare(ApiVersionsRequest(), {18: (0, 5)}, "b:1")
+    assert built.API_VERSION == 3
+    assert built.to_object()["client_software_name"] == "consumergroup"
+    finalized = Schema(("f", compact(("n", STR), ("max", Int16), ("min", Int16))))
+    tags = {
+        1: Int64.encode(20),
+        2: finalized.encode([[("transaction.version", 2, 0, {}), ("group.version", 1, 0, {})]]),
+    }
+    # The answer's tagged fields as Kafka writes them: count, then tag, size, bytes each.
+    tagged = bytes([len(tags)]) + b"".join(
+        bytes([tag, len(value)]) + value for tag, value in tags.items()
+    )
+    body = built.RESPONSE_TYPE(0, [(18, 0, 5, {}), (26, 0, 5, {})], 0, {}).encode()
+    body = body[:-1] + tagged  # in place of the empty tagged fields
+    frame = struct.pack(">i", 7) + body  # correlation id, then the body: header v0
+    resp = decode_response(built, frame)
+    assert [tuple(v[:3]) for v in resp.api_versions] == [(18, 0, 5), (26, 0, 5)]
+    features = features_of(resp)
+    assert features.epoch == 20
+    assert features.levels == {"transaction.version": 2, "group.version": 1}
+    bare = decode_response(built, struct.pack(">i", 7) + built.RESPONSE_TYPE(0, [], 0, {}).encode())
+    assert features_of(bare).epoch == -1  # a broker that finalized nothing

@@ -1,0 +1,110 @@
+"""ApiVersions v0-v3, and the broker's finalized features (KIP-584).
+
+aiokafka 0.14 ships ApiVersions up to v2. v3 (Kafka 2.4+) is flexible, names the client
+software, and its answer carries, in tagged fields, the features the cluster finalized:
+``transaction.version`` among them, which says which transaction protocol the brokers run
+(2: KIP-890's, with an epoch bump per transaction and partitions added by the brokers).
+
+Unlike every other flexible API, an ApiVersions *answer* keeps the v0 response header
+(no tagged fields): a client that asked a version the broker does not know must still
+read the error, so the header is the one every version shares.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from io import BytesIO
+from typing import Any
+
+from aiokafka.protocol.admin import (
+    ApiVersionRequest_v0,
+    ApiVersionRequest_v1,
+    ApiVersionRequest_v2,
+)
+from aiokafka.protocol.api import Request, RequestStruct, ResponseHeader_v0
+from aiokafka.protocol.types import Int16, Int32, Int64, Schema
+
+from .flexible import STR, request_version, struct, tagged
+
+__all__ = ["ApiVersionsRequest", "Features", "features_of"]
+
+# KIP-511: the software name and version must match this (Kafka refuses the request
+# with INVALID_REQUEST otherwise).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+# The answer's tagged fields: 1 the finalized features' epoch, 2 the finalized features.
+_EPOCH_TAG, _FINALIZED_TAG = 1, 2
+_FINALIZED = Schema(("features", struct(("name", STR), ("max_level", Int16), ("min_level", Int16))))
+
+
+@dataclass(frozen=True)
+class Features:
+    """The features a broker says the cluster finalized: ``levels`` (name -> the finalized
+    max version level) as of ``epoch`` (-1: the broker sent none, as before Kafka 2.4 or
+    with ApiVersions below v3)."""
+
+    epoch: int = -1
+    levels: dict[str, int] = field(default_factory=dict)
+
+
+def software_version(version: str) -> str:
+    """``version`` as KIP-511 allows it (``0.1.0.dev1+g12ab`` -> ``0.1.0.dev1-g12ab``)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9\-.]", "-", version).strip("-.")
+    return cleaned if _SOFTWARE.fullmatch(cleaned) else "unknown"
+
+
+def _v3() -> type[RequestStruct]:
+    request = Schema(*tagged(("client_software_name", STR), ("client_software_version", STR)))
+    response = Schema(
+        *tagged(
+            ("error_code", Int16),
+            (
+                "api_versions",
+                struct(("api_key", Int16), ("min_version", Int16), ("max_version", Int16)),
+            ),
+            ("throttle_time_ms", Int32),
+        )
+    )
+    cls = request_version("ApiVersions", 18, 3, request, response)
+
+    def parse_response_header(self: Any, read_buffer: BytesIO | bytes) -> ResponseHeader_v0:
+        return ResponseHeader_v0.decode(read_buffer)  # ApiVersions keeps header v0
+
+    cls.parse_response_header = parse_response_header
+    return cls
+
+
+_ApiVersionsStruct = ApiVersionRequest_v0 | ApiVersionRequest_v1 | ApiVersionRequest_v2
+
+
+class ApiVersionsRequest(Request[_ApiVersionsStruct]):  # type: ignore[misc]
+    """ApiVersions v0-v3; v3 names this client (``consumergroup`` and its version)."""
+
+    API_KEY = 18
+    ALLOW_UNKNOWN_API_VERSION = True
+
+    def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
+        """The struct for the negotiated version."""
+        if request_struct_class.API_VERSION < 3:
+            return request_struct_class()
+        from .. import __version__
+
+        return request_struct_class("consumergroup", software_version(__version__), {})
+
+
+ApiVersionsRequest._CLASSES = (
+    ApiVersionRequest_v0,
+    ApiVersionRequest_v1,
+    ApiVersionRequest_v2,
+    _v3(),
+)
+
+
+def features_of(response: Any) -> Features:
+    """The finalized features an ApiVersions answer carries (v3+: its tagged fields)."""
+    tags: dict[int, bytes] = getattr(response, "_tagged_fields", None) or {}
+    if _FINALIZED_TAG not in tags:
+        return Features()
+    epoch = Int64.decode(BytesIO(tags[_EPOCH_TAG])) if _EPOCH_TAG in tags else -1
+    (entries,) = _FINALIZED.decode(BytesIO(tags[_FINALIZED_TAG]))
+    return Features(epoch, {name: max_level for name, max_level, _min, _tags in entries})
