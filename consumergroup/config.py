@@ -142,6 +142,12 @@ def _check_number(
 # (session.timeout.ms=45000): refused, with the value in seconds it probably meant.
 _HOUR = 3600.0
 _DAY = 86400.0
+# The producer's short durations: a linger over a second holds every partial batch that
+# long; a first retry later than 10 s, or backoffs over a minute, outlast most
+# delivery timeouts.
+_LINGER_MOST = 1.0
+_RETRY_BACKOFF_MOST = 10.0
+_RETRY_BACKOFF_MAX_MOST = 60.0
 
 
 def _check_not_milliseconds(path: str, value: float, most: float) -> None:
@@ -1008,7 +1014,12 @@ class ProducerConfig(_Section):
             get_args(ProducerAcks),
             "use 'all' (durable), 1 (the leader only) or 0 (fire and forget)",
         )
-        _check_seconds(f"{path}.linger", self.linger, "use e.g. 0.005", zero_ok=True)
+        # Java's linger.ms and retry.backoff(.max).ms are small numbers (5, 100, 1000):
+        # written here as they are, they are seconds far under the hour bound, so these
+        # get bounds of their own.
+        _check_seconds(
+            f"{path}.linger", self.linger, "use e.g. 0.005", zero_ok=True, most=_LINGER_MOST
+        )
         _check_int32(
             f"{path}.batch_size", self.batch_size, "use e.g. 16384", low=1, unit=" (bytes)"
         )
@@ -1035,9 +1046,19 @@ class ProducerConfig(_Section):
             unit=" (bytes)",
         )
         _check_int32_ms(f"{path}.request_timeout", self.request_timeout, "use e.g. 30.0")
-        _check_seconds(f"{path}.retry_backoff", self.retry_backoff, "use e.g. 0.1", zero_ok=True)
         _check_seconds(
-            f"{path}.retry_backoff_max", self.retry_backoff_max, "use e.g. 1.0", zero_ok=True
+            f"{path}.retry_backoff",
+            self.retry_backoff,
+            "use e.g. 0.1",
+            zero_ok=True,
+            most=_RETRY_BACKOFF_MOST,
+        )
+        _check_seconds(
+            f"{path}.retry_backoff_max",
+            self.retry_backoff_max,
+            "use e.g. 1.0",
+            zero_ok=True,
+            most=_RETRY_BACKOFF_MAX_MOST,
         )
         _check_int32_ms(f"{path}.delivery_timeout", self.delivery_timeout, "use e.g. 120.0")
         if self.delivery_timeout < self.linger + self.request_timeout:

@@ -530,13 +530,22 @@ def test_bad_protocol_settings_say_what_to_do(protocol: str, assignor: Any, rule
         ("consumer.group.rebalance.timeout", 300000, "300"),
         ("consumer.offsets.auto_commit.interval", 5000, "5"),
         ("metadata.refresh_frequency", 300000, "300"),
+        ("producer.linger", 5, "0.005"),
+        ("producer.linger", 100, "0.1"),
+        ("producer.retry_backoff", 100, "0.1"),
+        ("producer.retry_backoff_max", 1000, "1"),
+        ("producer.max_block", 60000, "60"),
+        ("producer.request_timeout", 30000, "30"),
+        ("producer.delivery_timeout", 120000, "120"),
+        ("producer.transaction_timeout", 60000, "60"),
     ],
 )
 def test_a_duration_in_kafkas_milliseconds_is_refused_with_what_it_meant(
     field: str, value: float, meant: str
 ) -> None:
     # Before: session_timeout = 45000 (milliseconds, out of Kafka habit) was accepted as
-    # 12.5 hours.
+    # 12.5 hours; producer.linger = 5 (Java's linger.ms) as 5 s, retry_backoff = 100 as
+    # 100 s: the producer's short durations were held to the hour bound.
     config = cg.Config()
     *parents, name = field.split(".")
     section = config
@@ -553,4 +562,9 @@ def test_long_durations_that_are_meant_stay_allowed() -> None:
     config.consumer.offsets.retention = 7 * 86400.0  # a week
     config.metadata.refresh_frequency = 3600.0
     config.consumer.group.session_timeout = 1800.0  # Kafka's group.max.session.timeout.ms
+    config.producer.linger = 1.0
+    config.producer.retry_backoff = 10.0
+    config.producer.retry_backoff_max = 60.0
+    config.producer.max_block = 600.0
+    config.producer.delivery_timeout = 3600.0
     config.validate()
