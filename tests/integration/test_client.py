@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from consumergroup.client import Client, parse_address
+from consumergroup.client import _GROUP, Client, parse_address
 from consumergroup.config import Config
 from consumergroup.errors import (
     ConfigurationError,
@@ -147,19 +147,25 @@ async def test_full_refresh_forgets_a_deleted_topic(
 
 
 async def test_coordinator_lookup_caching_and_invalidation(bootstrap: str) -> None:
-    async with Client([bootstrap], client_config()) as client:
+    # Retries for ~10 s: on a fresh Apache Kafka the first FindCoordinator creates
+    # __consumer_offsets and is COORDINATOR_NOT_AVAILABLE until its partitions load.
+    config = client_config(metadata__retry__max=40, metadata__retry__backoff=0.25)
+    async with Client([bootstrap], config) as client:
         group = unique("g")
+        key = (_GROUP, group)  # the cache is keyed by (FindCoordinator key type, key)
         first = await client.coordinator(group)
         assert not first.closed
-        assert group in client._coordinators
-        assert first.node_id == client._coordinators[group].node_id
+        assert key in client._coordinators
+        assert first.node_id == client._coordinators[key].node_id
         assert await client.coordinator(group) is first  # cached: same connection
         assert first is not await client.any(), "coordinator traffic has its own connection"
 
+        client.invalidate_coordinator(group, transaction=True)  # another key type: kept
+        assert key in client._coordinators
         client.invalidate_coordinator(group)
-        assert group not in client._coordinators
+        assert key not in client._coordinators
         again = await client.coordinator(group)
-        assert group in client._coordinators
+        assert key in client._coordinators
         assert not again.closed
         assert again is first, "a live connection to the same broker is reused"
 
@@ -287,7 +293,6 @@ async def test_close_closes_every_connection(bootstrap: str) -> None:
         "host:0",
         "host:65536",
         "host:-1",
-        "",
         "host:9092x",
         "host:\u00b2",
         "host:\u0663\u0663",
@@ -298,9 +303,10 @@ def test_bad_addresses_are_configuration_errors(address: str) -> None:
         Client([address])
 
 
-def test_no_addresses_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="bootstrap"):
-        Client([])
+@pytest.mark.parametrize("addresses", [[], "", [""], " , ", ["", " "]])
+def test_no_addresses_is_a_configuration_error(addresses: str | list[str]) -> None:
+    with pytest.raises(ConfigurationError, match="no bootstrap brokers given"):
+        Client(addresses)
 
 
 def test_good_addresses_parse() -> None:

@@ -59,6 +59,10 @@ async def test_partitions_created_while_the_group_consumes_are_read_from_the_ini
         running_member(bootstrap, group, [topic], b, config),
     ):
         await wait_for(lambda: len(a.seen) + len(b.seen) == 20, 60, "the first 20 records")
+        # Both members in one generation first: a member joining late (a loaded machine)
+        # would rebalance the group onto the 4 partitions itself, and no session would end
+        # for the partition change this test is about.
+        await wait_for(lambda: a.owned() == 1 == b.owned(), 60, "one partition each")
         await grow(bootstrap, topic, 4)
         # Produced at once: before the members' watchers saw the new partitions, so only
         # starting them from the oldest offset (not the newest) reads these.
