@@ -51,7 +51,11 @@ async def test_a_peer_and_our_member_share_a_group(
             await wait_until(lambda: member.stats().assignment != {}, 30, "our member to join")
             # Both members fetch before the records come (the peer joined while ours did).
             await wait_for_members(bootstrap, group, 2, 30)
-            await produce(bootstrap, topic, [b"v%d" % i for i in range(RECORDS)], partition=0)
+            # In batches of 10: the Java consumer acquires whole batches (Kafka's default
+            # batch-optimized mode, whatever max.poll.records asks for), and took all 600
+            # records of one batch with its first fetch when its fetch was answered first.
+            values = [b"v%d" % i for i in range(RECORDS)]
+            await produce(bootstrap, topic, values, partition=0, batch=10)
             await wait_until(
                 lambda: len(ours.seen) + len(peer.records) >= RECORDS, 120, "every record"
             )
