@@ -1,4 +1,5 @@
-"""A share-group member killed (kill -9) or frozen (SIGSTOP) while it handles records.
+"""A share-group member killed (kill -9) or frozen (SIGSTOP) while it handles records, and
+its share sessions seen on the wire through a proxy (epochs, a cut connection).
 
 ``kafka_only``: share groups need Apache Kafka 4.2+ (Tansu has none). The member under
 test runs in its own process (``share_member_process``); a member in the test's process
@@ -12,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import struct
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import ProxyLink, RoutingProxy, produce
 from tests.integration.share_support import Collector, share_group, share_member, wait_until
 
 KAFKA = "share groups need Apache Kafka 4.2+ (Tansu has none)"
@@ -148,3 +150,91 @@ async def test_a_frozen_member_is_fenced_and_rejoins_without_acknowledging_stale
     handled_twice = {(s.partition, s.offset) for s in other.seen} & frozen
     assert handled_twice == frozen
     assert all(s.delivery_count >= 2 for s in other.seen if (s.partition, s.offset) in frozen)
+
+
+def _uvarint(frame: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = frame[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def _skip_tags(frame: bytes, at: int) -> int:
+    count, at = _uvarint(frame, at)
+    for _ in range(count):
+        _, at = _uvarint(frame, at)
+        size, at = _uvarint(frame, at)
+        at += size
+    return at
+
+
+class ShareSessionLog(RoutingProxy):
+    """The client's only path to the broker, noting its share sessions: per connection,
+    the session epoch of each ShareFetch (78) and ShareAcknowledge (79) in the order
+    sent, and the top-level error code of each of their answers."""
+
+    SHARE_APIS = (78, 79)
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.epochs: dict[ProxyLink, list[int]] = {}
+        self.errors: list[int] = []
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        key, _version, _cid, id_len = struct.unpack_from(">hhih", frame, 0)
+        if key in self.SHARE_APIS:
+            at = _skip_tags(frame, 10 + max(id_len, 0))  # header v2 ends with tags
+            for _ in range(2):  # group_id, member_id: compact strings
+                size, at = _uvarint(frame, at)
+                at += max(size - 1, 0)
+            self.epochs.setdefault(link, []).append(struct.unpack_from(">i", frame, at)[0])
+        await super().forward_request(link, frame)
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        if key in self.SHARE_APIS:
+            at = _skip_tags(frame, 4)  # correlation id, header v1's tags; throttle_time_ms
+            self.errors.append(struct.unpack_from(">h", frame, at + 4)[0])
+        return super().rewrite_response(key, version, client_id, frame)
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_share_session_epochs_count_up_and_a_cut_connection_opens_a_new_session(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """On the wire: each share session opens at epoch 0 and counts up by one per request,
+    and the broker never answers a session error (a wrong epoch would be answered
+    INVALID_SHARE_SESSION_EPOCH, which the member survives by opening a new session: only
+    the wire shows it). Every connection cut between two waves of records: the member
+    opens a new session at 0 and handles the second wave; close ends with epoch -1."""
+    topic = await new_topic(partitions=2)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    handler = Collector(delay=0.01)
+    proxy = ShareSessionLog(int(bootstrap.rsplit(":", 1)[1]))
+    async with (
+        proxy,
+        share_member(proxy.address, group, [topic], handler, concurrency=8) as (member, _),
+    ):
+
+        def accepted() -> int:
+            return member.stats().acknowledged["accept"]
+
+        await wait_until(lambda: member.stats().assignment != {}, 30, "the assignment")
+        await produce(bootstrap, topic, [b"a%d" % i for i in range(60)])
+        await wait_until(lambda: accepted() >= 60, 60, "the first wave accepted")
+        proxy.cut()
+        await produce(bootstrap, topic, [b"b%d" % i for i in range(60)])
+        await wait_until(lambda: accepted() >= 120, 60, "the second wave accepted")
+    sessions = [epochs for epochs in proxy.epochs.values() if epochs]
+    assert len(sessions) == 2, sessions  # one before the cut, one after
+    for epochs in sessions:
+        counted = epochs[:-1] if epochs[-1] == -1 else epochs
+        assert counted == list(range(len(counted))), epochs
+    assert sessions[-1][-1] == -1  # close() closed the session
+    assert set(proxy.errors) == {0}, proxy.errors
+    seen = handler.offsets()
+    assert len(seen) == 120 and set(seen.values()) == {1}

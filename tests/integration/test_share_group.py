@@ -45,6 +45,12 @@ async def test_every_record_is_accepted_exactly_once(
         share_member(bootstrap, group, [topic], b, concurrency=16) as (mb, _),
     ):
         await wait_until(lambda: len(a.seen) + len(b.seen) >= 400, 60, "400 records")
+        # stats() counts an acknowledgement once the broker took it (it rides on a fetch).
+        await wait_until(
+            lambda: sum(m.stats().acknowledged["accept"] for m in (ma, mb)) >= 400,
+            10,
+            "the 400 acceptances to reach the broker",
+        )
         await asyncio.sleep(0.5)  # nothing more comes
         stats = [ma.stats(), mb.stats()]
     seen = a.offsets() + b.offsets()
