@@ -24,7 +24,7 @@ TEST_WORKERS ?= 4
 # The extras `make test` installs (every extra: their tests run); `make install EXTRAS=...`
 # adds some of them to the demo's venv. SYSTEM_EXTRAS build against system libraries that
 # their own targets install first ($(KRB5): gssapi against MIT Kerberos).
-ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,spark,oidc,msk
+ALL_EXTRAS := embedded,fastapi,aiohttp,prometheus,otel,spark,oidc,msk
 SYSTEM_EXTRAS := gssapi
 EXTRAS ?=
 

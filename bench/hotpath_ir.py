@@ -17,6 +17,11 @@ cancel out). Modes:
 * ``batches_mark``: the same, ``mark(msg)`` on every message (the call alone)
 * ``messages``: ``async for msg in messages(): pass``
 * ``messages_mark``: ``async for msg in messages(): mark(msg)`` (the bench's cg_messages)
+* ``claim_messages``: ``messages()`` of a group's :class:`ConsumerGroupClaim` with
+  OpenTelemetry imported and no tracer provider set: tracing decided off at the claim's
+  creation (compare with ``messages``)
+* ``claim_messages_traced``: the same with an SDK tracer provider whose spans go nowhere:
+  a span per message (what tracing costs when it is on)
 
 ``mark`` is ``session.mark_message`` of a real :class:`ConsumerGroupSession` owning the
 partition. ``--run MODE N`` is the child: it runs one mode once, uninstrumented.
@@ -36,7 +41,15 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-MODES = ("decode", "batches", "batches_mark", "messages", "messages_mark")
+MODES = (
+    "decode",
+    "batches",
+    "batches_mark",
+    "messages",
+    "messages_mark",
+    "claim_messages",
+    "claim_messages_traced",
+)
 
 
 class _Ready:
@@ -110,7 +123,10 @@ def run(mode: str, n: int) -> int:
         session = session_for("t", [0])  # needs the running loop
         mark = session.mark_message
         try:
-            if mode == "batches":
+            if mode.startswith("claim_messages"):
+                async for _msg in claim_for(pc, traced=mode.endswith("_traced")).messages():
+                    got += 1
+            elif mode == "batches":
                 async for batch in pc.batches():
                     for _msg in batch:
                         pass
@@ -134,6 +150,21 @@ def run(mode: str, n: int) -> int:
         return got
 
     return asyncio.run(consume())
+
+
+def claim_for(pc: Any, *, traced: bool) -> Any:
+    """A group's claim on ``pc``, made with OpenTelemetry imported and, if ``traced``, an
+    SDK tracer provider set (its spans are dropped); otherwise none is set."""
+    from opentelemetry import trace
+
+    from consumergroup._otel import ClaimTracing
+    from consumergroup.group.claim import ConsumerGroupClaim
+
+    if traced:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())  # no processor: spans are dropped
+    return ConsumerGroupClaim(pc, 0, ClaimTracing("g", "bench"))
 
 
 def _noop(_pc: object) -> None:
@@ -192,6 +223,16 @@ def main() -> None:
         print(f"messages() iteration over batches(): {per['messages'] - per['batches']:,.0f}")
     if {"messages", "messages_mark"} <= per.keys():
         print(f"mark in a messages() loop: {per['messages_mark'] - per['messages']:,.0f}")
+    if {"messages", "claim_messages"} <= per.keys():
+        print(
+            "a claim's messages() (tracing off) over the partition's: "
+            f"{per['claim_messages'] - per['messages']:,.0f}"
+        )
+    if {"claim_messages", "claim_messages_traced"} <= per.keys():
+        print(
+            "a span per message (tracing on, spans dropped): "
+            f"{per['claim_messages_traced'] - per['claim_messages']:,.0f}"
+        )
 
 
 if __name__ == "__main__":

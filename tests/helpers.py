@@ -7,7 +7,7 @@ import contextlib
 import logging
 import struct
 from collections.abc import Coroutine, Iterator, Sequence
-from typing import Self
+from typing import Any, Self
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -405,3 +405,23 @@ def add_scram_user(bootstrap: str, user: str, password: str, mechanisms: Sequenc
         upsert = UserScramCredentialUpsertion(user, info, password.encode())
         for future in admin.alter_user_scram_credentials([upsert]).values():
             future.result(timeout=30)
+
+
+class global_tracer_provider:
+    """Set OpenTelemetry's global tracer provider, and put the previous one back after
+    (the API sets it once per process; tests must not leave tracing on for the others)."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    def __enter__(self) -> None:
+        from opentelemetry import trace
+
+        self.saved = (trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE._done)
+        trace._TRACER_PROVIDER = self.provider
+        trace._TRACER_PROVIDER_SET_ONCE._done = True
+
+    def __exit__(self, *exc: object) -> None:
+        from opentelemetry import trace
+
+        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE._done = self.saved

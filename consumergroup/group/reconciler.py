@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import anyio
 import anyio.abc
 
+from .._otel import ClaimTracing
 from ..consumer.partition import PartitionConsumer
 from ..errors import (
     ConsumerError,
@@ -71,7 +72,7 @@ from ..errors import (
     StaleMemberEpochError,
 )
 from ..retry import FENCED, Backoff, is_transient
-from .claim import ConsumerGroupClaim
+from .claim import ConsumerGroupClaim, end_span
 from .ending import EndCause
 
 if TYPE_CHECKING:
@@ -187,6 +188,9 @@ class Reconciler:
         self._config = config
         self._hooks = hooks
         self._open_claims = open_claims
+        # OpenTelemetry spans of handled records and batches: each claim decides at its
+        # creation whether a tracer provider is set.
+        self._tracing = ClaimTracing(offsets.group, config.client_id)
         # The partitions the user paused (the group's, never written here): a restarted
         # claim's consumer reads it when it is created, not the old claim's flag before.
         self._paused = paused
@@ -504,7 +508,7 @@ class Reconciler:
         assert handler is not None
         pc = self._owned[tp]
         while True:
-            claim = ConsumerGroupClaim(pc, pc.start_offset)
+            claim = ConsumerGroupClaim(pc, pc.start_offset, self._tracing)
             marked = self._offsets.marked(*tp)
             try:
                 await self._handle(handler, claim, task)
@@ -616,7 +620,10 @@ class Reconciler:
 
 async def _consume(handler: ClaimHandler, session: object, claim: ConsumerGroupClaim) -> None:
     """The body of a handler's asyncio task (its frame names the claim for the watchdog)."""
-    await handler.consume_claim(session, claim)
+    try:
+        await handler.consume_claim(session, claim)
+    finally:
+        end_span(claim)
 
 
 def claim_on_stack(stack: Sequence[FrameType]) -> str:

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .._lifecycle import AsyncResource, cancel_and_wait
+from .._otel import Headers, header_injector
 from ..client import Client
 from ..config import Config
 from ..errors import (
@@ -121,6 +122,9 @@ class Producer(AsyncResource):
         # A record this large (with a batch's header) cannot go in one request.
         self._max_record = pc.max_request_size - BATCH_OVERHEAD
         self._loop: asyncio.AbstractEventLoop  # the loop start() ran on
+        # Adds the current span's context to a record's headers (OpenTelemetry), set by
+        # start() when a tracer provider is set; None: nothing to add.
+        self._inject: Callable[[Headers | None], Headers | None] | None = None
         # True from start() until close(): send() takes records.
         self._open = False
         self._closed = False
@@ -142,6 +146,8 @@ class Producer(AsyncResource):
             await self._client.close()
             raise
         self._task = asyncio.create_task(self._sender.run(), name="producer-sender")
+        # Decided here, once: send() pays one check when nothing is traced.
+        self._inject = header_injector()
         self._open = self._acc.accepting = True
 
     async def send(
@@ -175,6 +181,8 @@ class Producer(AsyncResource):
         if type(key) is not bytes and key is not None:
             key = _as_bytes(key, "key")
         size = 21 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if self._inject is not None:
+            headers = self._inject(headers)
         if headers:
             headers = _check_headers(headers)
             for hkey, hvalue in headers:
