@@ -38,7 +38,10 @@ then rack alignment, then stickiness:
   one more partition out of the wrong rack without unbalancing anything. An owned partition in
   the wrong rack therefore moves when some balanced plan has it elsewhere (Java drops it from
   its owner's claim whether or not anyone can take it), and a plan the previous round left
-  with no such move stands as it is.
+  with no such move stands as it is;
+* that search can stop short of where it gets from the rack-blind plan, so the planner also
+  runs without racks up to step 3 and keeps whichever outcome has fewer partitions out of
+  their rack: never more than the rack-blind plan.
 
 ``_sticky_plan`` is kept separate from :class:`StickyAssignor` so a cooperative variant can
 reuse it and only change how previous ownership is read and how the plan is staged.
@@ -275,14 +278,14 @@ class _Balancer:
         )
         self._transfer(giver, topic, partition, taker)
 
-    def align(self) -> None:
+    def align(self, racks: _RackInfo) -> None:
         """Step 4, with racks: move a partition out of its member's rack to a subscriber it
         is not out of the rack of (in one of its racks, or naming none), alone when the
         taker holds one partition fewer, else by a swap with one of the taker's partitions.
         Loads stay as balanced, and each change takes one more partition out of the wrong
         rack, so it ends: in a plan where no such change is left (the previous round's, when
-        nothing else changed), nothing moves."""
-        racks = self._racks
+        nothing else changed), nothing moves. From here on the balancer uses ``racks``."""
+        self._racks = racks
         if not racks.racks_of:
             return
         subscribed: dict[str, set[str]] = {m: set() for m in self._members}
@@ -338,6 +341,16 @@ class _Balancer:
         self._load[giver] -= 1
         self._add(taker, topic, partition)
 
+    def misplaced(self) -> int:
+        """How many partitions are out of their member's rack."""
+        off = self._racks.mismatches
+        return sum(
+            off(member, (topic, p))
+            for member, held in self._held.items()
+            for topic, ids in held.items()
+            for p in ids
+        )
+
     def assignment(self) -> dict[str, list[_TopicPartition]]:
         """The current member -> (topic, partition) pairs."""
         return {
@@ -383,18 +396,31 @@ def _sticky_plan(
     owners = _resolve_owners(subscribed, partitions, previous)
     everything = [(t, p) for t in sorted(subscribers) for p in sorted(set(partitions[t]))]
     rack_info = _RackInfo(racks_of or {}, everything, racks or {}) if racks_of else _NO_RACKS
-    balancer = _Balancer(members, subscribers, rack_info)
-    unowned: list[_TopicPartition] = []
-    for tp in everything:
-        owner = owners.get(tp)
-        if owner is None:
-            unowned.append(tp)
-        else:
-            balancer.keep(owner, *tp)
-    balancer.assign_unowned(unowned, len(everything))
-    balancer.balance()
-    balancer.align()
-    return build_plan(members, balancer.assignment())
+
+    def run(by_rack: bool) -> _Balancer:
+        balancer = _Balancer(members, subscribers, rack_info if by_rack else _NO_RACKS)
+        unowned: list[_TopicPartition] = []
+        for tp in everything:
+            owner = owners.get(tp)
+            if owner is None:
+                unowned.append(tp)
+            else:
+                balancer.keep(owner, *tp)
+        balancer.assign_unowned(unowned, len(everything))
+        balancer.balance()
+        balancer.align(rack_info)
+        return balancer
+
+    best = run(by_rack=True)
+    if rack_info.racks_of:
+        # Step 4's search can stop short of where it gets from the rack-blind plan: both
+        # starts are tried, the one with fewer partitions out of their rack wins (both are
+        # as balanced, and a plan no move improves comes out of either unchanged the next
+        # time, so the choice stands).
+        blind = run(by_rack=False)
+        if blind.misplaced() < best.misplaced():
+            best = blind
+    return build_plan(members, best.assignment())
 
 
 class StickyAssignor(RackAwareStrategy):

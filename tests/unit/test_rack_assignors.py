@@ -615,6 +615,26 @@ def test_sticky_racks_cost_no_balance_and_never_align_worse(
     consumer_racks = [
         data.draw(st.sampled_from([*RACKS[:n_racks], None])) for _ in range(n_members)
     ]
+    check_sticky_racks(topics, rf, n_racks, subscribed, consumer_racks)
+
+
+def test_sticky_racks_never_align_worse_than_the_rack_blind_plan() -> None:
+    """A case the search of step 4 alone left with 5 partitions out of their rack where the
+    rack-blind plan has 4: the planner keeps whichever outcome has fewer."""
+    subscribed = [["t2"], ["t0", "t1", "t2"], ["t1"], ["t1", "t2"]]
+    check_sticky_racks({"t0": 1, "t1": 6, "t2": 2}, 1, 3, subscribed, ["a", "a", "b", "b"])
+
+
+def check_sticky_racks(
+    topics: dict[str, int],
+    rf: int,
+    n_racks: int,
+    subscribed: list[list[str]],
+    consumer_racks: list[str | None],
+) -> None:
+    """Both sticky assignors: the rack-aware plan settles, is as balanced as the rack-blind
+    one and has no more partitions out of their member's rack."""
+    n_members = len(subscribed)
     partitions, _ = layout(topics, rf, racks(n_racks))
     for assignor in STICKY:
         plan, subs, replica_racks = settle(
