@@ -63,7 +63,7 @@ class _Ready:
         self.count = sum(map(len, lists))
         self.bytes_consumed = 0
 
-    def decode_batches(self, limit: int = 0) -> Iterator[list[Any]]:
+    def decode_batches(self, *_args: object) -> Iterator[list[Any]]:
         lists = self._lists
         while lists:
             yield lists.popleft()  # the reader then holds the only reference
@@ -82,7 +82,7 @@ def session_for(topic: str, partitions: list[int]) -> Any:
     return ConsumerGroupSession(
         group_id="g",
         generation=Generation(1, "m", "m", "range", {topic: partitions}),
-        claims={},
+        consumers={},
         partition_counts={topic: len(partitions)},
         client=None,  # type: ignore[arg-type]
         consumer=None,  # type: ignore[arg-type]
