@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import Counter
 
 import pytest
@@ -192,6 +193,30 @@ async def test_a_handler_slower_than_the_lock_is_renewed_not_handed_out_twice(
     assert Counter(s.offset for s in slow.seen) == {0: 1, 1: 1, 2: 1, 3: 1}
     assert stats.renewed >= 4 and stats.renewing
     assert stats.acknowledged["accept"] == 4
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_a_group_that_refuses_renewal_gets_one_warning_and_no_renewal(
+    bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The group config ``share.renew.acknowledge.enable=false``: the broker refuses RENEW;
+    the member warns once (naming the setting), renews no more and keeps handling records
+    (a record handled past its lock then comes again: the price of no renewal)."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=1.0, share_renew_acknowledge_enable="false")
+    await produce(bootstrap, topic, [b"slow-%d" % i for i in range(3)], partition=0)
+    slow = Collector("slow", delay=2.5)
+    with caplog.at_level(logging.WARNING, logger="consumergroup"):
+        async with share_member(bootstrap, group, [topic], slow, concurrency=3) as (member, _):
+            await wait_until(lambda: not member.stats().renewing, 30, "renewal to be refused")
+            await wait_until(lambda: len(slow.seen) > 3, 30, "a record to come again")
+            stats = member.stats()
+    refused = [r for r in caplog.records if "lock renewal refused" in r.getMessage()]
+    assert len(refused) == 1, [r.getMessage() for r in refused]
+    assert "share.renew.acknowledge.enable" in refused[0].getMessage()
+    assert stats.renewed == 0 and not stats.renewing
+    assert max(s.delivery_count for s in slow.seen) >= 2
 
 
 @pytest.mark.kafka_only(KAFKA)
