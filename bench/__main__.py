@@ -37,7 +37,15 @@ from .harness import (
 from .report import markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("throughput", "produce", "rebalance", "scaling", "spark", "spark_kafka")
+SECTIONS = (
+    "throughput",
+    "produce",
+    "latency",
+    "rebalance",
+    "scaling",
+    "spark",
+    "spark_kafka",
+)
 #: Eager vs cooperative for us and for librdkafka, and aiokafka (eager only).
 REBALANCE_PEERS = (
     "cg_messages",
@@ -342,6 +350,24 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
             run["produce"] = await produce.run(
                 bootstrap, writers, args.partitions, args.n, args.size, args.reps
             )
+        if "latency" in args.only:
+            from . import latency
+
+            # --quick: one rate, short windows, one stall run (a smoke test of the section).
+            run["latency"] = await (
+                latency.run(
+                    bootstrap,
+                    kind,
+                    ps,
+                    latency.LATENCY_PEERS,
+                    [1_000],
+                    warmup=2.0,
+                    window=5.0,
+                    stall_runs=1,
+                )
+                if args.quick
+                else latency.run(bootstrap, kind, ps, latency.LATENCY_PEERS)
+            )
         if "rebalance" in args.only:
             run["rebalance"] = await rebalance_runs(args, kind, bootstrap, ps)
         if "scaling" in args.only:
@@ -409,6 +435,10 @@ def main(argv: list[str] | None = None) -> None:
             from . import produce
 
             text += "\n" + produce.markdown(run["produce"], run["broker"])
+        if "latency" in run:
+            from . import latency
+
+            text += "\n" + latency.markdown(run["latency"], run["broker"])
     if "spark" in results:
         from . import spark_source
 

@@ -321,9 +321,10 @@ class Procs:
         mode: str,
         expect: int = 0,
         on_event: Callable[[PeerProc, dict[str, Any]], None] | None = None,
+        extra: Sequence[str] = (),
     ) -> PeerProc:
         """Start ``python -m bench.peers.<peer>`` (or the built program of a
-        :data:`BUILT_PEERS` one)."""
+        :data:`BUILT_PEERS` one); ``extra``: more of the peers' options."""
         stderr_path = self.logdir / f"{peer}-{uuid.uuid4().hex[:6]}.stderr"
         if peer in BUILT_PEERS:
             from tests.peers import command  # one build place for the tests and the bench
@@ -347,6 +348,7 @@ class Procs:
             str(self.session_timeout),
             "--heartbeat",
             str(self.heartbeat),
+            *extra,
         ]
         t_spawn = time.monotonic()
         with stderr_path.open("wb") as err:

@@ -27,7 +27,17 @@ from typing import Any, Literal
 
 import consumergroup as cg
 
-from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
+from ._common import (
+    LatencyLog,
+    Recorder,
+    cpu_now,
+    emit,
+    emit_throughput,
+    parse_args,
+    sent_ns,
+    usage,
+    watch_stdin,
+)
 
 Api = Literal["batches", "messages", "batches_keep"]
 
@@ -166,6 +176,32 @@ class StreamHandler(cg.ConsumerGroupHandler):
                 add(p, 1, msg.offset)
 
 
+class LatencyHandler(StreamHandler):
+    """Latency mode: each record's send time and when it reached the loop body (per
+    batch with ``batches()``, per message with ``messages()``: what each API hands out)."""
+
+    def __init__(self, api: Api, rec: Recorder, log: LatencyLog) -> None:
+        super().__init__(api, rec)
+        self.log = log
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        """Read the claim until the session ends, logging every record."""
+        add = self.log.add
+        now = time.monotonic_ns
+        if self.api == "batches":
+            async for batch in claim.batches():
+                t = now()
+                for msg in batch:
+                    add(sent_ns(msg.value or b""), t)
+                session.mark_message(batch[-1])
+        else:
+            async for msg in claim.messages():
+                add(sent_ns(msg.value or b""), now())
+                session.mark_message(msg)
+
+
 #: ``KEY=VALUE,...`` overrides of the peers' Config (``python -m bench --cg-set``), e.g.
 #: ``channel_buffer_size=20000,consumer.fetch.default=4194304``: for experiments only.
 OVERRIDES_ENV = "BENCH_CG_SET"
@@ -220,11 +256,16 @@ async def amain(api: Api, cooperative: bool = False, consumer: bool = False) -> 
         config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
     apply_overrides(config, os.environ.get(OVERRIDES_ENV, ""))
     loop = asyncio.get_running_loop()
-    stream = args.mode == "stream"
+    latency = LatencyLog() if args.mode == "latency" else None
+    stream = args.mode in ("stream", "latency")
     rec = Recorder(stream=True)
     state = _State(args.expect)
     handler: cg.ConsumerGroupHandler = (
-        StreamHandler(api, rec) if stream else ThroughputHandler(api, state)
+        LatencyHandler(api, rec, latency)
+        if latency is not None
+        else StreamHandler(api, rec)
+        if stream
+        else ThroughputHandler(api, state)
     )
     stop = asyncio.Event()
     watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
@@ -241,7 +282,9 @@ async def amain(api: Api, cooperative: bool = False, consumer: bool = False) -> 
         if runner.done():  # run() ended by itself: an error
             ending.cancel()
             await runner
-        if stream:
+        if latency is not None:
+            rec.result(records=latency.write(args.out))
+        elif stream:
             rec.result()
         else:
             emit_throughput(

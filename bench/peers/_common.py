@@ -25,7 +25,11 @@ harness compares it with its own clock.
 
 Modes: ``throughput`` reads until ``--expect`` messages were seen, reports and
 exits; ``stream`` records per-partition consumption until the harness writes a
-line (or closes) on the peer's stdin, then reports and exits.
+line (or closes) on the peer's stdin, then reports and exits; ``latency`` (the
+latency section, :mod:`bench.latency`) reads like ``stream`` with the client's
+default settings (``--tuned``: the settings its documentation names for latency),
+takes each record's send time from its value (:func:`sent_ns`) and, at stop, writes
+every record's (send, arrival) pair to ``--out`` (:class:`LatencyLog`), then reports.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import resource
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -67,11 +72,15 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
-    parser.add_argument("--mode", choices=("throughput", "stream"), default="throughput")
+    parser.add_argument("--mode", choices=("throughput", "stream", "latency"), default="throughput")
     parser.add_argument("--expect", type=int, default=0, help="throughput mode: messages to read")
     parser.add_argument("--session-timeout", type=float, default=6.0)
     parser.add_argument("--heartbeat", type=float, default=1.0)
     parser.add_argument("--rebalance-timeout", type=float, default=30.0)
+    parser.add_argument("--out", help="latency mode: where to write the (send, arrival) pairs")
+    parser.add_argument(
+        "--tuned", action="store_true", help="latency mode: the client's latency settings"
+    )
     args = parser.parse_args()
     args.gc_mode = apply_gc_mode()
     return args
@@ -202,3 +211,36 @@ def watch_stdin(on_stop: Callable[[], object]) -> None:
         on_stop()
 
     threading.Thread(target=run, name="stdin-watch", daemon=True).start()
+
+
+def sent_ns(value: bytes) -> int:
+    """The send time a latency-mode record carries: its value's first 8 bytes, big-endian
+    ``CLOCK_MONOTONIC`` nanoseconds (written by :mod:`bench.latency`'s producer)."""
+    return int.from_bytes(value[:8], "big")
+
+
+class LatencyLog:
+    """Every record's (send, arrival) pair, ``CLOCK_MONOTONIC`` ns, kept until the end.
+
+    Arrival is when the record reached user code: read once per delivery (a poll's
+    answer, a batch), or per message where the API hands out one at a time. The pairs go
+    to a file at stop as big-endian int64s (``send, arrival, send, arrival, ...``), the
+    format every peer writes; the harness takes its measurement window from them.
+    """
+
+    def __init__(self) -> None:
+        self.pairs = array("q")
+
+    def add(self, sent: int, arrived: int) -> None:
+        """One record."""
+        self.pairs.append(sent)
+        self.pairs.append(arrived)
+
+    def write(self, path: str) -> int:
+        """Write the pairs to ``path``; returns how many records."""
+        pairs = array("q", self.pairs)
+        if sys.byteorder == "little":
+            pairs.byteswap()
+        with open(path, "wb") as f:
+            pairs.tofile(f)
+        return len(self.pairs) // 2

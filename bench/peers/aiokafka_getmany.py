@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
-from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
+from ._common import (
+    LatencyLog,
+    Recorder,
+    cpu_now,
+    emit,
+    emit_throughput,
+    parse_args,
+    sent_ns,
+    usage,
+    watch_stdin,
+)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -27,10 +38,46 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self.rec.event("assigned", parts=sorted(tp.partition for tp in assigned))  # type: ignore[attr-defined]
 
 
+async def latency(args: Any) -> None:
+    """Latency mode: aiokafka's defaults (its documentation names no latency setting
+    beyond them: ``fetch_min_bytes=1``), ``getmany()``; arrival read once per answer."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id="bench-aiokafka",
+        auto_offset_reset="earliest",
+        session_timeout_ms=int(args.session_timeout * 1000),
+        heartbeat_interval_ms=int(args.heartbeat * 1000),
+    )
+    await consumer.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    watch_stdin(lambda: loop.call_soon_threadsafe(stop.set))
+    rec = Recorder(stream=True)
+    log = LatencyLog()
+    add = log.add
+    now = time.monotonic_ns
+    emit({"ev": "start", "t": time.monotonic()})
+    try:
+        consumer.subscribe([args.topic], listener=_Listener(rec))
+        while not stop.is_set():
+            data = await consumer.getmany(timeout_ms=100)
+            t = now()
+            for msgs in data.values():
+                for m in msgs:
+                    add(sent_ns(m.value or b""), t)
+        rec.result(records=log.write(args.out))
+    finally:
+        await consumer.stop()
+
+
 async def amain(keep: bool = False) -> None:
     """Run one peer process to its end (``keep``: hold on to every message read)."""
     args = parse_args("aiokafka AIOKafkaConsumer.getmany() peer")
     emit({"ev": "hello", "t": time.monotonic()})
+    if args.mode == "latency":
+        await latency(args)
+        return
     consumer = AIOKafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,

@@ -18,7 +18,59 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from ._common import Recorder, cpu_now, emit, emit_throughput, parse_args, usage, watch_stdin
+from ._common import (
+    LatencyLog,
+    Recorder,
+    cpu_now,
+    emit,
+    emit_throughput,
+    parse_args,
+    sent_ns,
+    usage,
+    watch_stdin,
+)
+
+#: What librdkafka's documentation names for a low consumer latency ("How to decrease
+#: message latency", librdkafka wiki): the broker's fetch wait down to the latency
+#: allowed, and the backoff after an empty fetch down with it.
+LATENCY_TUNED = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 10}
+
+
+def latency(args: Any) -> None:
+    """Latency mode: librdkafka's defaults (``--tuned``: :data:`LATENCY_TUNED`), the
+    documented loop (``poll()``, one message per call), arrival read per message."""
+    rec = Recorder(stream=True)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "client.id": "bench-confluent",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": int(args.session_timeout * 1000),
+            "heartbeat.interval.ms": int(args.heartbeat * 1000),
+            **(LATENCY_TUNED if args.tuned else {}),
+        }
+    )
+    stop = threading.Event()
+    watch_stdin(stop.set)
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        rec.event("assigned", parts=sorted(tp.partition for tp in partitions))
+
+    log = LatencyLog()
+    add = log.add
+    now = time.monotonic_ns
+    poll = consumer.poll
+    emit({"ev": "start", "t": time.monotonic()})
+    try:
+        consumer.subscribe([args.topic], on_assign=on_assign)
+        while not stop.is_set():
+            m = poll(0.1)
+            if m is not None and m.error() is None:
+                add(sent_ns(m.value() or b""), now())
+        rec.result(records=log.write(args.out))
+    finally:
+        consumer.close()
 
 
 def main(cooperative: bool = False, consumer_protocol: bool = False) -> None:
@@ -26,6 +78,9 @@ def main(cooperative: bool = False, consumer_protocol: bool = False) -> None:
     ``consumer_protocol``: ``group.protocol=consumer``)."""
     args = parse_args("confluent-kafka Consumer.consume() peer")
     emit({"ev": "hello", "t": time.monotonic()})
+    if args.mode == "latency":
+        latency(args)
+        return
     strategy: dict[str, Any] = (
         {"partition.assignment.strategy": "cooperative-sticky"} if cooperative else {}
     )

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -85,6 +86,50 @@ func produce(op peerio.Options, o *peerio.Out) {
 	o.Flush()
 }
 
+// latency reads with franz-go's defaults (its documentation names no latency setting
+// beyond them: FetchMinBytes 1), the documented PollFetches loop, and logs every record's
+// send time (its value's first 8 bytes, CLOCK_MONOTONIC ns) and arrival (read once per
+// PollFetches answer) to op.Out at stop.
+func latency(op peerio.Options, o *peerio.Out) {
+	o.Event("hello", nil)
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(op.Bootstrap...),
+		kgo.ClientID(op.ClientID),
+		kgo.ConsumerGroup(op.Group),
+		kgo.ConsumeTopics(op.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(op.SessionTimeout),
+		kgo.HeartbeatInterval(op.Heartbeat),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			o.Event("assigned", map[string]any{"parts": parts(m), "generation": generation(cl)})
+		}),
+	)
+	if err != nil {
+		log.Fatalf("franz-peer: %v", err)
+	}
+	ctx, _ := peerio.StopContext()
+	o.Event("start", nil)
+	pairs := make([]int64, 0, 1<<20)
+	for ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		if fetches.IsClientClosed() {
+			break
+		}
+		t := peerio.NowNs()
+		fetches.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) >= 8 {
+				pairs = append(pairs, int64(binary.BigEndian.Uint64(r.Value)), t)
+			}
+		})
+	}
+	if err := peerio.WritePairs(op.Out, pairs); err != nil {
+		log.Fatalf("franz-peer: %v", err)
+	}
+	o.Result(map[string]any{"count": len(pairs) / 2, "records": len(pairs) / 2})
+	cl.Close()
+	o.Event("closed", nil)
+}
+
 func main() {
 	share := flag.Bool("share", false, "a share-group member (KIP-932) instead of a consumer-group one")
 	maxRecords := flag.Int("max-records", 500, "share: MaxRecords of each ShareFetch (strict)")
@@ -96,6 +141,10 @@ func main() {
 	}
 	if *share {
 		runShare(op, int32(*maxRecords), time.Duration(*delayMs)*time.Millisecond)
+		return
+	}
+	if op.Latency {
+		latency(op, peerio.NewOut())
 		return
 	}
 	var balancer kgo.GroupBalancer

@@ -5,6 +5,7 @@ package peerio
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -22,6 +23,25 @@ import (
 
 // FlushInterval is how often buffered consumed/records items are written.
 const FlushInterval = 100 * time.Millisecond
+
+// NowNs is CLOCK_MONOTONIC in nanoseconds (the latency mode's clock).
+func NowNs() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		log.Fatalf("clock_gettime: %v", err)
+	}
+	return ts.Nano()
+}
+
+// WritePairs writes latency mode's (send, arrival) pairs to path as big-endian int64s,
+// the format of bench/peers/_common.py's LatencyLog.
+func WritePairs(path string, pairs []int64) error {
+	buf := make([]byte, 8*len(pairs))
+	for i, v := range pairs {
+		binary.BigEndian.PutUint64(buf[8*i:], uint64(v))
+	}
+	return os.WriteFile(path, buf, 0o644)
+}
 
 // Now is CLOCK_MONOTONIC in seconds: the clock of Python's time.monotonic() and Java's
 // System.nanoTime() on Linux, so a harness compares it with its own.
@@ -151,6 +171,9 @@ type Options struct {
 	Group            string
 	Throughput       bool // -mode throughput: count to Expect, report, exit
 	Produce          bool // -mode produce: write Expect records of Size bytes, report, exit
+	Latency          bool // -mode latency: log every record's send and arrival time to Out
+	Out              string
+	Tuned            bool
 	Size             int
 	Expect           int64
 	SessionTimeout   time.Duration
@@ -168,7 +191,9 @@ func ParseOptions(name string) Options {
 	bootstrap := flag.String("bootstrap", "", "host:port[,host:port...] (required)")
 	topic := flag.String("topic", "", "the topic to read (required)")
 	group := flag.String("group", "", "the consumer group id (required)")
-	mode := flag.String("mode", "stream", "stream (report every message), throughput (count to -expect, report, exit) or produce (write -expect records of -size bytes, report, exit)")
+	mode := flag.String("mode", "stream", "stream (report every message), throughput (count to -expect, report, exit), produce (write -expect records of -size bytes, report, exit) or latency (the client's defaults; every record's send and arrival time to -out at stop)")
+	out := flag.String("out", "", "latency mode: the file of (send, arrival) pairs")
+	tuned := flag.Bool("tuned", false, "latency mode: the client's documented latency settings")
 	size := flag.Int("size", 100, "produce mode: value bytes")
 	expect := flag.Int64("expect", 0, "throughput mode: messages to read")
 	sessionTimeout := flag.Float64("session-timeout", 6, "seconds")
@@ -187,8 +212,11 @@ func ParseOptions(name string) Options {
 	if *bootstrap == "" || *topic == "" || (*group == "" && *mode != "produce") {
 		fail("-bootstrap, -topic and -group (but in produce mode) are required")
 	}
-	if *mode != "stream" && *mode != "throughput" && *mode != "produce" {
-		fail("-mode must be stream, throughput or produce, not %q", *mode)
+	if *mode != "stream" && *mode != "throughput" && *mode != "produce" && *mode != "latency" {
+		fail("-mode must be stream, throughput, produce or latency, not %q", *mode)
+	}
+	if *mode == "latency" && *out == "" {
+		fail("-mode latency needs -out")
 	}
 	switch *assignor {
 	case "range", "roundrobin", "sticky", "cooperative-sticky":
@@ -199,6 +227,7 @@ func ParseOptions(name string) Options {
 	return Options{
 		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Group: *group,
 		Throughput: *mode == "throughput", Produce: *mode == "produce", Size: *size,
+		Latency: *mode == "latency", Out: *out, Tuned: *tuned,
 		Expect: *expect,
 		SessionTimeout: seconds(*sessionTimeout), Heartbeat: seconds(*heartbeat),
 		RebalanceTimeout: seconds(*rebalanceTimeout), Assignor: *assignor,

@@ -63,7 +63,7 @@ public final class JavaPeer {
           + " [--protocol classic|consumer|share] [--remote-assignor uniform|range]"
           + " [--max-poll-records N] [--delay-ms N]"
           + " [--instance-id ID] [--client-id ID] [--isolation read_committed|read_uncommitted]"
-          + " [--commit-interval S] [--records]";
+          + " [--commit-interval S] [--records] [--mode latency --out FILE [--tuned]]";
 
   private final BufferedWriter out =
       new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
@@ -184,7 +184,7 @@ public final class JavaPeer {
         usageExit("unexpected argument " + a);
       }
       String key = a.substring(2);
-      if (key.equals("records")) {
+      if (key.equals("records") || key.equals("tuned")) {
         opts.put(key, "true");
       } else if (i + 1 < args.length) {
         opts.put(key, args[++i]);
@@ -519,11 +519,82 @@ public final class JavaPeer {
     }
   }
 
+  /**
+   * Latency mode: the consumer's defaults (its documentation names no latency setting beyond
+   * them: fetch.min.bytes=1), the documented poll loop; every record's send time (its value's
+   * first 8 bytes, CLOCK_MONOTONIC ns: System.nanoTime on Linux) and arrival (read once per
+   * poll answer) go to --out at stop, as big-endian int64 pairs.
+   */
+  private void latency(Map<String, String> o) throws IOException {
+    event("hello", "");
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, o.get("bootstrap"));
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, o.get("group"));
+    p.put(ConsumerConfig.CLIENT_ID_CONFIG, o.getOrDefault("client-id", "java-peer"));
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, ms(o, "session-timeout", "6"));
+    p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, ms(o, "heartbeat", "1"));
+    KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+    Thread stdin = new Thread(() -> {
+      try {
+        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
+      } catch (IOException e) {
+        // closed: stop as well
+      }
+      consumer.wakeup();
+    });
+    stdin.setDaemon(true);
+    stdin.start();
+    long[] pairs = new long[1 << 20];
+    int n = 0;
+    event("start", "");
+    try {
+      consumer.subscribe(List.of(o.get("topic")), new ConsumerRebalanceListener() {
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> revoked) {}
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> assigned) {
+          event("assigned", "\"parts\":" + parts(assigned));
+        }
+      });
+      while (true) {
+        ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+        long t = System.nanoTime();
+        for (ConsumerRecord<byte[], byte[]> r : batch) {
+          byte[] v = r.value();
+          if (v == null || v.length < 8) {
+            continue;
+          }
+          if (n + 2 > pairs.length) {
+            pairs = java.util.Arrays.copyOf(pairs, pairs.length * 2);
+          }
+          pairs[n++] = java.nio.ByteBuffer.wrap(v, 0, 8).getLong();
+          pairs[n++] = t;
+        }
+      }
+    } catch (WakeupException e) {
+      // asked to stop
+    }
+    java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(8 * n); // big-endian
+    for (int i = 0; i < n; i++) {
+      buf.putLong(pairs[i]);
+    }
+    Files.write(Path.of(o.get("out")), buf.array());
+    event("result", "\"count\":" + n / 2 + ",\"records\":" + n / 2 + "," + usage());
+    consumer.close();
+    event("closed", "");
+  }
+
   /** Entry point: see {@link #USAGE}. */
   public static void main(String[] args) throws Exception {
     Map<String, String> o = parse(args);
     if ("produce".equals(o.get("mode"))) {
       new JavaPeer().produce(o);
+    } else if ("latency".equals(o.get("mode"))) {
+      new JavaPeer().latency(o);
     } else if (o.getOrDefault("protocol", "classic").equals("share")) {
       new JavaPeer().runShare(o);
     } else {

@@ -1,0 +1,477 @@
+"""End-to-end latency: ``python -m bench.latency`` (``python -m bench --only latency``).
+
+How long a record takes from its producer to a consumer's loop body, at a steady rate.
+
+* **Producer**: one neutral producer for every peer, confluent-kafka (librdkafka; it runs
+  on both brokers, franz-go does not run on Tansu) in a process of its own, ``linger.ms=0``
+  (so the producer adds no batching delay of its own), librdkafka's defaults otherwise.
+  It writes ``--rate`` records/s (1,000, 10,000, 100,000), round robin over the
+  partitions, in 1 ms ticks, each record's value starting with its send time
+  (``CLOCK_MONOTONIC`` ns, read at most 32 records before the record is handed to
+  ``produce()``), then ``--size`` bytes in all. It reports the records it sent inside
+  the measurement window and how far it ever fell behind its schedule.
+* **Consumer**: one member of a fresh group, started first (on an empty topic), with the
+  client's default settings, in the peer's ``latency`` mode (``bench/peers/_common.py``);
+  ``--tuned`` where the client's documentation names latency settings. Its arrival clock
+  is read when a record reaches the loop body: per message where the API hands out one
+  at a time (ours ``messages()``, confluent-kafka ``poll()``), once per answer otherwise
+  (ours ``batches()``, aiokafka ``getmany()``, franz-go ``PollFetches``, Java ``poll``).
+  Same machine, same clock: latency = arrival - send.
+* **Window**: records sent after ``--warmup`` seconds (5) of production, for ``--window``
+  seconds (15). The producer runs warm-up + window, then the consumer gets
+  ``--drain`` seconds (2) before it is stopped: a record of the window that has not
+  arrived by then counts as *missing* (and the run's max as at least the drain).
+
+Reported per broker, rate and peer: p50, p99, p99.9 and max (ms), records measured, and
+the producer's worst lag behind its schedule. Target: ours (each API, defaults) p99 <= the
+best other peer's p99 with defaults, at every rate.
+
+**Stall check** (``--stall-runs``, default 10; ``--stall-peers``, default ``cg_messages``):
+consecutive runs at 5,000 records/s over 8 partitions; each run's maximum is printed, and
+the verdict is PASS when no record of ours waited more than 250 ms in any run.
+
+Runs are interleaved per rate (A B C ..., then the next rate); one rep each by default
+(``--reps``: medians of the percentiles over reps, max of the maxima).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from array import array
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .harness import KAFKA_ONLY_PEERS, PEERS, PeerFailed, Procs, log, procs
+
+LATENCY_PEERS = ("cg_messages", "cg_batches", "franz", "confluent", "java", "aiokafka_getmany")
+#: Ours, each held to the target.
+OURS = ("cg_messages", "cg_batches")
+#: Peers whose documentation names consumer latency settings beyond their defaults (the
+#: peers' ``--tuned``): librdkafka's wiki "How to decrease message latency"
+#: (``fetch.wait.max.ms``, ``fetch.error.backoff.ms``). The others name ``fetch.min.bytes
+#: = 1`` (or none), which is their default already.
+TUNED_PEERS = ("confluent",)
+RATES = (1_000, 10_000, 100_000)
+STALL_RATE = 5_000
+STALL_LIMIT_MS = 250.0
+#: The producer's tick and how many records share one clock read.
+TICK_S = 0.001
+STAMP_EVERY = 32
+
+
+# ---------------------------------------------------------------------------- producer
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: int,
+    seconds: float,
+    warmup: float,
+    size: int,
+) -> dict[str, Any]:
+    """The producer process: ``rate`` records/s for ``seconds``; what it sent in the window."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "client.id": "bench-latency", "linger.ms": 0}
+    )
+    pad = bytes(max(0, size - 8))
+    now_ns = time.monotonic_ns
+    t0 = now_ns()
+    end = t0 + int(seconds * 1e9)
+    w0, w1 = t0 + int(warmup * 1e9), end
+    per_ns = rate / 1e9
+    sent = in_window = 0
+    worst_lag = 0.0
+    while True:
+        now = now_ns()
+        if now >= end:
+            break
+        due = int((now - t0) * per_ns)
+        worst_lag = max(worst_lag, (due - sent) / rate)
+        while sent < due:
+            if not sent % STAMP_EVERY:
+                now = now_ns()
+                value = now.to_bytes(8, "big") + pad
+                inside = w0 <= now < w1
+            try:
+                producer.produce(topic, value, partition=sent % partitions)
+            except BufferError:  # librdkafka's queue is full: serve it, then retry
+                producer.poll(0.01)
+                continue
+            sent += 1
+            in_window += inside
+        producer.poll(0)
+        wait = (t0 + (sent + 1) / per_ns - now_ns()) / 1e9
+        time.sleep(min(max(wait, 0.0), TICK_S) if wait > 0 else 0)
+    left = producer.flush(30)
+    return {
+        "sent": sent,
+        "in_window": in_window,
+        "t0": t0,
+        "window": [w0, w1],
+        "worst_lag_ms": worst_lag * 1000,
+        "unsent": left,
+    }
+
+
+# ---------------------------------------------------------------------------- one run
+
+
+def percentiles(lat_ns: Sequence[int]) -> dict[str, float]:
+    """p50, p99, p99.9, max of ``lat_ns`` (sorted in place is not assumed), in ms."""
+    ordered = sorted(lat_ns)
+    n = len(ordered)
+    if not n:
+        return {"p50": float("nan"), "p99": float("nan"), "p999": float("nan"), "max": float("nan")}
+
+    def at(q: float) -> float:
+        return ordered[min(n - 1, int(q * n))] / 1e6
+
+    return {"p50": at(0.50), "p99": at(0.99), "p999": at(0.999), "max": ordered[-1] / 1e6}
+
+
+def read_pairs(path: Path, window: Sequence[int]) -> list[int]:
+    """The latencies (ns) of the records sent inside ``window`` from a peer's file."""
+    pairs = array("q")
+    data = path.read_bytes()
+    pairs.frombytes(data[: len(data) // 8 * 8])
+    if sys.byteorder == "little":
+        pairs.byteswap()
+    w0, w1 = window
+    sent, arrived = pairs[0::2], pairs[1::2]
+    return [a - s for s, a in zip(sent, arrived, strict=True) if w0 <= s < w1]
+
+
+async def _producer(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: int,
+    seconds: float,
+    warmup: float,
+    size: int,
+) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.latency",
+        "--produce",
+        json.dumps([bootstrap, topic, partitions, rate, seconds, warmup, size]),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), seconds + 60)
+    if proc.returncode:
+        raise PeerFailed(f"the latency producer failed: {err.decode(errors='replace')[-2000:]}")
+    result: dict[str, Any] = json.loads(out.decode().splitlines()[-1])
+    return result
+
+
+async def run_once(
+    ps: Procs,
+    bootstrap: str,
+    peer: str,
+    tuned: bool,
+    rate: int,
+    partitions: int,
+    warmup: float,
+    window: float,
+    drain: float,
+    size: int,
+) -> dict[str, Any]:
+    """One peer, a fresh topic and group, one rate: its latency figures."""
+    from .harness import create_topic
+
+    topic = await create_topic(bootstrap, partitions, "lat")
+    group = f"bench-lat-{peer}-{uuid.uuid4().hex[:8]}"
+    out = ps.logdir / f"{peer}-{uuid.uuid4().hex[:6]}.lat"
+    assigned = asyncio.Event()
+
+    def on_event(_pp: Any, ev: dict[str, Any]) -> None:
+        if ev["ev"] == "assigned" and ev.get("parts"):
+            assigned.set()
+
+    pp = await ps.spawn(
+        peer,
+        topic,
+        group,
+        "latency",
+        on_event=on_event,
+        extra=["--out", str(out), *(["--tuned"] if tuned else [])],
+    )
+    try:
+        waiter = asyncio.create_task(assigned.wait())
+        exited = asyncio.create_task(pp.proc.wait())
+        await asyncio.wait({waiter, exited}, timeout=90, return_when="FIRST_COMPLETED")
+        waiter.cancel()
+        exited.cancel()
+        if not assigned.is_set():
+            raise PeerFailed(f"{peer} was not assigned the topic; stderr:\n{pp.stderr_tail()}")
+        await asyncio.sleep(1.0)  # its first fetch is out
+        produced = await _producer(
+            bootstrap, topic, partitions, rate, warmup + window, warmup, size
+        )
+        await asyncio.sleep(drain)
+    finally:
+        await pp.stop()
+        ps.running.remove(pp)
+    if pp.result is None or not out.exists():
+        raise PeerFailed(f"{peer} wrote no latency file; stderr:\n{pp.stderr_tail()}")
+    lat = read_pairs(out, produced["window"])
+    out.unlink()
+    missing = produced["in_window"] - len(lat)
+    stats = percentiles(lat)
+    if missing > 0:
+        stats["max"] = max(stats["max"], drain * 1000)
+    return {
+        **stats,
+        "count": len(lat),
+        "missing": missing,
+        "producer_lag_ms": produced["worst_lag_ms"],
+        "producer_sent": produced["sent"],
+    }
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+def _row_name(peer: str, tuned: bool) -> str:
+    return f"{peer}+tuned" if tuned else peer
+
+
+async def run(
+    bootstrap: str,
+    kind: str,
+    ps: Procs,
+    peers: Sequence[str],
+    rates: Sequence[int] = RATES,
+    reps: int = 1,
+    partitions: int = 8,
+    warmup: float = 5.0,
+    window: float = 15.0,
+    drain: float = 2.0,
+    size: int = 100,
+    stall_runs: int = 10,
+    stall_peers: Sequence[str] = ("cg_messages",),
+) -> dict[str, Any]:
+    """Every rate x peer (and tuned row), interleaved; then the stall check."""
+    peers = [p for p in peers if kind != "tansu" or p not in KAFKA_ONLY_PEERS]
+    rows = [(p, False) for p in peers] + [(p, True) for p in peers if p in TUNED_PEERS]
+    table: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for rate in rates:
+        runs: dict[str, list[dict[str, Any]]] = {_row_name(*r): [] for r in rows}
+        for rep in range(reps):
+            for peer, tuned in rows:
+                name = _row_name(peer, tuned)
+                if name in errors:
+                    continue
+                log(f"latency {rate:,}/s rep {rep + 1}/{reps}: {name}")
+                try:
+                    m = await run_once(
+                        ps, bootstrap, peer, tuned, rate, partitions, warmup, window, drain, size
+                    )
+                except PeerFailed as exc:
+                    log(f"  FAILED: {exc}")
+                    errors[name] = str(exc)
+                    continue
+                log(
+                    f"  p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
+                    f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
+                    f"producer lag {m['producer_lag_ms']:.1f} ms"
+                )
+                runs[name].append(m)
+        table[str(rate)] = {name: _summary(r) for name, r in runs.items() if r}
+    stall = []
+    for peer in stall_peers:
+        for i in range(stall_runs):
+            log(f"stall check {i + 1}/{stall_runs}: {peer} at {STALL_RATE:,}/s")
+            try:
+                m = await run_once(
+                    ps, bootstrap, peer, False, STALL_RATE, 8, warmup, window, drain, size
+                )
+            except PeerFailed as exc:
+                log(f"  FAILED: {exc}")
+                stall.append({"peer": peer, "error": str(exc)})
+                continue
+            log(
+                f"  max {m['max']:.1f} ms (p99 {m['p99']:.2f}), producer lag "
+                f"{m['producer_lag_ms']:.1f} ms"
+            )
+            stall.append({"peer": peer, **m})
+    return {
+        "setup": {
+            "partitions": partitions,
+            "warmup_s": warmup,
+            "window_s": window,
+            "drain_s": drain,
+            "size": size,
+            "reps": reps,
+            "load": os.getloadavg(),
+        },
+        "rates": table,
+        "errors": errors,
+        "stall": stall,
+        "verdicts": verdicts(table, stall),
+    }
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    med = {k: statistics.median(r[k] for r in runs) for k in ("p50", "p99", "p999")}
+    return {
+        **med,
+        "max": max(r["max"] for r in runs),
+        "count": sum(r["count"] for r in runs),
+        "missing": sum(r["missing"] for r in runs),
+        "producer_lag_ms": max(r["producer_lag_ms"] for r in runs),
+        "runs": runs,
+    }
+
+
+def verdicts(table: dict[str, Any], stall: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ours (each API, defaults) p99 <= the best other default peer's, per rate; the stall check."""
+    out: list[dict[str, Any]] = []
+    for rate, rows in table.items():
+        others = {n: r["p99"] for n, r in rows.items() if n not in OURS and "+tuned" not in n}
+        if not others:
+            continue
+        best = min(others, key=lambda n: others[n])
+        for ours in OURS:
+            if ours in rows:
+                value = rows[ours]["p99"]
+                out.append(
+                    {
+                        "target": f"{int(rate):,}/s: {ours} p99 <= best peer's ({best})",
+                        "value": f"{value:.2f} vs {others[best]:.2f} ms",
+                        "pass": value <= others[best],
+                    }
+                )
+    by_peer: dict[str, list[dict[str, Any]]] = {}
+    for s in stall:
+        by_peer.setdefault(s["peer"], []).append(s)
+    for peer, runs in by_peer.items():
+        maxima = [r.get("max", float("inf")) for r in runs]
+        out.append(
+            {
+                "target": f"stall check: {peer}, {len(runs)} runs at {STALL_RATE:,}/s, "
+                f"no record over {STALL_LIMIT_MS:.0f} ms",
+                "value": "max per run: " + ", ".join(f"{m:.0f}" for m in maxima) + " ms",
+                "pass": all(m <= STALL_LIMIT_MS for m in maxima) and "error" not in str(runs),
+            }
+        )
+    return out
+
+
+def markdown(result: dict[str, Any], broker: str) -> str:
+    """The latency tables of one broker."""
+    s = result["setup"]
+    lines = [
+        f"### End-to-end latency ({broker}; {s['partitions']} partitions, {s['size']} B "
+        f"records, warm-up {s['warmup_s']:.0f} s, window {s['window_s']:.0f} s, "
+        f"{s['reps']} rep(s); producer: confluent-kafka, linger.ms=0)",
+        "",
+        "| rate | peer | p50 ms | p99 ms | p99.9 ms | max ms | records | missing "
+        "| producer lag ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rate, rows in result["rates"].items():
+        for name, r in rows.items():
+            peer, _, tuned = name.partition("+")
+            label = PEERS.get(peer, peer) + (" (tuned for latency)" if tuned else "")
+            lines.append(
+                f"| {int(rate):,}/s | {label} | {r['p50']:.2f} | {r['p99']:.2f} | "
+                f"{r['p999']:.2f} | {r['max']:.1f} | {r['count']:,} | {r['missing']} | "
+                f"{r['producer_lag_ms']:.1f} |"
+            )
+    for name, err in result["errors"].items():
+        lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | |")
+    lines += ["", "| target | value | verdict |", "|---|---|---|"]
+    for v in result["verdicts"]:
+        lines.append(f"| {v['target']} | {v['value']} | {'PASS' if v['pass'] else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+@contextlib.asynccontextmanager
+async def _broker(kind: str, bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
+    from .harness import broker
+
+    async with broker(bootstrap, kind) as found:
+        yield found
+
+
+async def _main(args: argparse.Namespace) -> None:
+    async with (
+        _broker(args.broker, args.bootstrap) as (bootstrap, description),
+        procs(bootstrap, args.session_timeout, args.heartbeat) as ps,
+    ):
+        log(f"broker: {description}")
+        result = await run(
+            bootstrap,
+            args.broker,
+            ps,
+            args.peers,
+            args.rates,
+            args.reps,
+            args.partitions,
+            args.warmup,
+            args.window,
+            args.drain,
+            args.size,
+            args.stall_runs,
+            args.stall_peers,
+        )
+    print(markdown(result, description))
+    if args.json:
+        await asyncio.to_thread(Path(args.json).write_text, json.dumps(result, indent=2) + "\n")
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.latency``: see the module docstring."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--produce"]:  # the producer process
+        print(json.dumps(produce(*json.loads(argv[1]))))
+        return
+    p = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__)
+    p.add_argument("--broker", choices=("tansu", "kafka"), default="kafka")
+    p.add_argument("--bootstrap", help="use this cluster instead of starting one")
+    p.add_argument("--peers", type=_csv, default=list(LATENCY_PEERS))
+    p.add_argument("--rates", type=lambda t: [int(x) for x in _csv(t)], default=list(RATES))
+    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--window", type=float, default=15.0)
+    p.add_argument("--drain", type=float, default=2.0)
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--stall-runs", type=int, default=10)
+    p.add_argument("--stall-peers", type=_csv, default=["cg_messages"])
+    p.add_argument("--session-timeout", type=float, default=6.0)
+    p.add_argument("--heartbeat", type=float, default=1.0)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+    for peer in args.peers:
+        if peer not in LATENCY_PEERS:
+            p.error(f"unknown latency peer {peer!r}; known: {', '.join(LATENCY_PEERS)}")
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()
