@@ -298,8 +298,8 @@ _MESSAGES_FRAMES = tuple(
 #: (stage, predicate on one frame string), matched from the leaf towards the root.
 _STAGES: list[tuple[str, Callable[[str], bool]]] = [
     (
-        "GC (cyclic collector, gcpolicy)",
-        lambda f: "gc_collect" in f or f.startswith("collect ") or "consumer/gcpolicy.py" in f,
+        "GC (cyclic collector)",
+        lambda f: "gc_collect" in f or f.startswith("collect "),
     ),
     ("idle (waiting on the socket)", lambda f: f.startswith(("epoll_wait", "select "))),
     ("build ConsumerMessage", lambda f: "consumergroup/message.py" in f),
