@@ -27,6 +27,7 @@ from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_rou
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.group_support import Recorder, group_config
+from tests.integration.share_support import Collector, share_config, share_group, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -180,6 +181,44 @@ async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining
         after = await client.get("/health/ready")
         assert after.status_code == 503 and after.json()["groups"][0]["state"] == "closed"
     assert group.state is cg.GroupState.CLOSED
+
+
+@pytest.mark.kafka_only("share groups need Apache Kafka 4.2+ (Tansu has none)")
+async def test_fastapi_runs_a_share_group_with_health_and_metrics(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A ShareGroup in ConsumerGroupLifespan (concurrency=4): readiness once it is stable
+    with an assignment, its records handled (at most 4 at once), /metrics shows them
+    accepted; closed when the app stops."""
+    topic = await new_topic(partitions=2)
+    group_id = unique("share")
+    await share_group(bootstrap, group_id)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(20)])
+    group = cg.ShareGroup([bootstrap], group_id, share_config())
+    handler = Collector(delay=0.01)
+    registry = CollectorRegistry()
+    lifespan = ConsumerGroupLifespan(group, [topic], handler, close_timeout=10, concurrency=4)
+    app = FastAPI(lifespan=lifespan)
+    app.include_router(health_router(group, registry=registry))
+    async with fastapi_app(app) as client:
+        body = await poll(client.get, "/health/ready", 200)
+        assert isinstance(body, dict)
+        (stats,) = body["groups"]
+        assert stats["protocol"] == "share" and stats["state"] == "stable"
+        assert stats["assignment"] == {topic: [0, 1]}
+        await wait_until(lambda: len(handler.seen) >= 20, JOIN_TIMEOUT, "the 20 records")
+        accepted: dict[tuple[tuple[str, str], ...], float] = {}
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        while sum(accepted.values()) < 20:
+            assert time.monotonic() < deadline, accepted
+            await asyncio.sleep(0.1)
+            text = (await client.get("/metrics")).text
+            all_acks = samples(text, "consumergroup_share_acknowledged_total")
+            accepted = {k: v for k, v in all_acks.items() if ("type", "accept") in k}
+        assert {dict(k)["group"] for k in accepted} == {group_id}
+        assert (await client.get("/health/live")).status_code == 200
+    assert group.state is cg.GroupState.CLOSED
+    assert len(handler.offsets()) == 20 and handler.most_running <= 4
 
 
 async def test_fastapi_a_group_failing_for_good_fails_readiness_and_liveness_not_the_server(
