@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -297,6 +298,8 @@ class ChaosReport:
             f"twice {a.twice}, lost {a.lost}",
             f"handled twice because: {causes}",
             f"re-delivered after SIGKILL (of those handled since the last commit): {kills}",
+            f"two owners at once after a member lost its partitions to a fault: "
+            f"{a.lost_overlaps[0]} times, longest {a.lost_overlaps[1]:.1f} s",
             _stall_line("longest stall", self.longest_stall, self.stall_window, self.stall_faults),
         ]
         if self.outage_resumed_after is not None or self.broker == "tansu":
@@ -785,8 +788,17 @@ class ChaosRun:
     def _account(self) -> None:
         """The ledger's numbers and invariants, the longest stall, the outage recovery."""
         r = self.report
-        hard = self.faults.hard_kills if self.faults is not None else []
-        r.audit = audit(self.lives, self.produced, hard, time.time())
+        r.audit = audit(self.lives, self.produced, self.fault_log, time.time())
+        # What the ledger was given besides the record files, for a post-mortem.
+        (self.workdir / "run.json").write_text(
+            json.dumps(
+                {
+                    "lives": [dataclasses.asdict(life) for life in self.lives],
+                    "faults": self.fault_log,
+                },
+                default=str,
+            )
+        )
         for v in r.audit.violations:
             self.violation(v)
         first = r.audit.first

@@ -51,8 +51,6 @@ class BrokerFaults:
         self.rng = rng
         self.log = log
         self.client = Client(cluster.bootstrap.split(","))
-        #: (start, end) of each window in which a node was down hard (SIGKILL to healed)
-        self.hard_kills: list[tuple[float, float]] = []
 
     async def __aenter__(self) -> BrokerFaults:
         await self.client.start()
@@ -111,12 +109,10 @@ class BrokerFaults:
         return f"add_partitions {now}->{total}", total
 
     async def _kill(self, node: int, down: float) -> None:
-        started = time.time()
         await self.cluster.kill_node(node)
         await asyncio.sleep(down)
         await self.cluster.start_node(node)
         await self.healthy()
-        self.hard_kills.append((started, time.time()))
 
     # ------------------------------------------------------------------ health
 

@@ -4,22 +4,26 @@ Every member process (one *life*: one incarnation of a member slot) appends JSON
 to its own record file: ``{"claims": {topic: [partitions]}, "t"}`` when it is assigned
 partitions, ``{"revoked": [...], "t"}`` / ``{"lost": [...], "t"}`` when they go, and
 ``{"p", "offsets", "t"}`` for each handled batch (written before the batch is marked, so
-every committed offset was recorded first). The driver adds what it did to each life:
-when it was killed (SIGKILL) and the group's committed offsets right after, when it was
-frozen (SIGSTOP), and the windows in which a broker was down hard.
+every committed offset was recorded first). The driver adds what it did to each life
+(when it was killed with SIGKILL and the group's committed offsets right after, when it
+was frozen with SIGSTOP) and the run's fault log.
 
 From those, :func:`audit` computes the run's numbers and the invariants that concern
 records and ownership:
 
 * **lost**: produced (acknowledged) records that no member handled;
-* **ownership**: no partition owned by two lives at once (a life's ownership of a
-  partition runs from its ``claims`` to its ``revoked``/``lost``, or its death);
-* **repeats** (records handled more than once), each attributed to what explains it: a
-  member killed with SIGKILL (at most what it had handled since its last successful
-  commit), a member frozen past its session (whose partitions moved on), a broker
-  killed hard (a coordinator that does not answer for longer than a session). A repeat
-  nothing explains is a violation: clean broker restarts, graceful joins and leaves and
-  partitions added must repeat nothing.
+* **ownership**: a life owns a partition from its ``claims`` to its ``revoked`` /
+  ``lost``, or its death; a member frozen past its session stops owning when the freeze
+  began. No partition may be owned by two lives at once, except right after a member
+  *lost* its partitions to a fault that hid it from the coordinator (a network fault, a
+  broker killed hard): the coordinator gives them away a session timeout after it last
+  heard from the member, which learns it only at its next answer or its own timeout;
+* **repeats** (records handled more than once): each is put down to what ended the
+  first handler's ownership: a SIGKILL (the member re-delivers at most what it had
+  handled since its last successful commit, both counted), a freeze, or a fault that
+  made it lose its partitions or fail its revocation commit (network, broker killed
+  hard). Anything else is a violation: a graceful hand-over, a clean broker restart,
+  partitions added, members joining and leaving repeat nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +33,23 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Seconds a record handled before a hard broker kill may still be re-read because of it
-#: (the commits since the last one that got through before the broker went).
-HARD_KILL_LEAD = 3.0
+#: Fault kinds (the first word of a fault log entry) that may hide a member from its
+#: coordinator, or its coordinator from it: it may lose its partitions, or fail to
+#: commit them when it hands them over.
+HIDING = {
+    "kill_leader": "broker killed",
+    "kill_coordinator": "broker killed",
+    "cut": "network fault",
+    "cut_all": "network fault",
+    "refuse": "network fault",
+    "delay": "network fault",
+    "drop_mid_response": "network fault",
+    "blackhole": "network fault",
+    "outage": "network fault",
+}
+#: Seconds after a hiding fault ends during which a loss or a failed hand-over is still
+#: its doing: a session timeout, a request timeout and a rejoin on a loaded machine.
+AFTERMATH = 25.0
 
 
 @dataclass
@@ -56,7 +74,7 @@ class Span:
     partition: int
     start: float
     end: float
-    how: str  # "revoked", "lost", "killed", "exited"
+    how: str  # "revoked", "lost", "frozen" (lost after a freeze), "killed", "exited"
 
 
 @dataclass
@@ -78,7 +96,8 @@ class Audit:
     lost: int = 0
     repeats: Counter[str] = field(default_factory=Counter)  # cause -> records handled again
     kills: list[KillBound] = field(default_factory=list)
-    overlaps: list[str] = field(default_factory=list)
+    #: two owners at once after a member lost its partitions to a fault: (count, longest s)
+    lost_overlaps: tuple[int, float] = (0, 0.0)
     violations: list[str] = field(default_factory=list)
     #: (partition, offset) -> first time handled, for the stall computation
     first: dict[tuple[int, int], float] = field(default_factory=dict)
@@ -123,7 +142,8 @@ def spans(life: Life, events: list[dict[str, object]], now: float) -> list[Span]
         start = owned.pop(partition)
         if how == "lost":
             frozen = [f0 for f0, _ in life.freezes if start <= f0 <= at]
-            at = min(frozen, default=at)
+            if frozen:
+                at, how = min(frozen), "frozen"
         out.append(Span(life.name, partition, start, max(at, start), how))
 
     last = life.started
@@ -153,10 +173,14 @@ def spans(life: Life, events: list[dict[str, object]], now: float) -> list[Span]
 def audit(
     lives: list[Life],
     produced: dict[tuple[int, int], float],
-    hard_kills: list[tuple[float, float]],
+    faults: list[tuple[float, float, str]],
     now: float,
 ) -> Audit:
-    """Account for every produced record and check the record invariants (see the module)."""
+    """Account for every produced record and check the record invariants (see the module).
+
+    ``faults``: the run's fault log, ``(start, end, description)``, the description's
+    first word the fault's kind.
+    """
     a = Audit(produced=len(produced))
     handles: dict[tuple[int, int], list[tuple[float, str]]] = defaultdict(list)
     all_spans: list[Span] = []
@@ -181,56 +205,81 @@ def audit(
     if a.lost:
         missing = sorted(set(produced) - set(handles))
         a.violations.append(f"{a.lost} acknowledged records never handled, e.g. {missing[:5]}")
-    _check_ownership(a, all_spans)
-    _attribute_repeats(a, handles, by_name, hard_kills)
+    hiding = [(f0, f1 + AFTERMATH, HIDING[what.split()[0]]) for f0, f1, what in faults
+              if what.split()[0] in HIDING]  # fmt: skip
+    _check_ownership(a, all_spans, hiding)
+    _attribute_repeats(a, handles, by_name, all_spans, hiding)
     _bound_kills(a, handles, by_name, all_spans)
     return a
 
 
-def _check_ownership(a: Audit, all_spans: list[Span]) -> None:
+def _hidden(at: float, hiding: list[tuple[float, float, str]]) -> str | None:
+    """The kind of hiding fault whose window (aftermath included) holds ``at``."""
+    return next((kind for f0, f1, kind in hiding if f0 <= at <= f1), None)
+
+
+Window = tuple[float, float, str]  # (start, end with its aftermath, what it is)
+
+
+def _check_ownership(a: Audit, all_spans: list[Span], hiding: list[Window]) -> None:
     by_partition: dict[int, list[Span]] = defaultdict(list)
     for span in all_spans:
         by_partition[span.partition].append(span)
+    excused: list[float] = []
     for partition, owned in sorted(by_partition.items()):
         owned.sort(key=lambda s: s.start)
         for i, s in enumerate(owned):
             for later in owned[i + 1 :]:
                 if later.start >= s.end:
                     break
-                if later.life != s.life:
-                    a.overlaps.append(
-                        f"partition {partition}: owned by {s.life} ({s.how} at "
-                        f"{s.end:.3f}) and {later.life} (from {later.start:.3f}) at once"
-                    )
-    a.violations.extend(a.overlaps)
+                if later.life == s.life:
+                    continue
+                if s.how == "lost" and _hidden(s.end, hiding):
+                    excused.append(s.end - later.start)
+                    continue
+                a.violations.append(
+                    f"partition {partition}: owned by {s.life} ({s.how} at {s.end:.3f}) and "
+                    f"{later.life} (from {later.start:.3f}) at once"
+                )
+    a.lost_overlaps = (len(excused), max(excused, default=0.0))
 
 
 def _attribute_repeats(
     a: Audit,
     handles: dict[tuple[int, int], list[tuple[float, str]]],
     lives: dict[str, Life],
-    hard_kills: list[tuple[float, float]],
+    all_spans: list[Span],
+    hiding: list[tuple[float, float, str]],
 ) -> None:
+    ends: dict[tuple[str, int], list[Span]] = defaultdict(list)
+    for span in all_spans:
+        ends[(span.life, span.partition)].append(span)
     unexplained: list[str] = []
     for (p, o), seen in handles.items():
+        if len(seen) < 2:
+            continue
         t1, first = seen[0]
-        life = lives[first]
-        for t2, _again in seen[1:]:
-            if life.killed and life.ended is not None and t2 >= life.ended:
+        # The first handler's ownership of the partition at that time: how it ended.
+        span = next((s for s in ends[(first, p)] if s.start <= t1 <= s.end), None)
+        if span is None:  # handled after the span ended: a frozen member's last batch
+            span = max((s for s in ends[(first, p)] if s.start <= t1), key=lambda s: s.end,
+                       default=None)  # fmt: skip
+        cause = "unexplained"
+        if span is not None:
+            if span.how == "killed":
                 cause = "member killed"
-            elif any(t1 <= f1 and f0 <= t2 for f0, f1 in life.freezes):
+            elif span.how == "frozen":
                 cause = "member frozen"
-            elif any(h0 - HARD_KILL_LEAD <= t1 <= h1 and t2 >= h0 for h0, h1 in hard_kills):
-                cause = "broker killed"
-            else:
-                cause = "unexplained"
-                if len(unexplained) < 5:
-                    unexplained.append(f"{p}/{o} by {first} at {t1:.3f}, again at {t2:.3f}")
-            a.repeats[cause] += 1
+            elif span.how in ("lost", "revoked"):
+                cause = _hidden(span.end, hiding) or "unexplained"
+        a.repeats[cause] += len(seen) - 1
+        if cause == "unexplained" and len(unexplained) < 5:
+            how = f"{span.how} at {span.end:.3f}" if span is not None else "not owned"
+            unexplained.append(f"{p}/{o} by {first} at {t1:.3f} ({how}), again at {seen[1][0]:.3f}")
     if a.repeats["unexplained"]:
         a.violations.append(
             f"{a.repeats['unexplained']} records handled twice with no member killed or frozen "
-            f"and no broker killed to explain it, e.g. {'; '.join(unexplained)}"
+            f"and no fault that hid a member from its coordinator, e.g. {'; '.join(unexplained)}"
         )
 
 
@@ -249,10 +298,9 @@ def _bound_kills(
         top: dict[int, int] = {}
         redelivered = 0
         for (p, o), seen in handles.items():
-            if not any(name == life.name for _, name in seen):
+            if p not in owned or not any(name == life.name for _, name in seen):
                 continue
-            if p in owned:
-                top[p] = max(top.get(p, -1), o)
+            top[p] = max(top.get(p, -1), o)
             if any(t > died and name != life.name for t, name in seen):
                 redelivered += 1
         uncommitted = sum(
