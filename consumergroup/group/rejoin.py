@@ -15,7 +15,8 @@ by :meth:`request` and set by :meth:`run` once the join is over (or by :meth:`ca
 commits read them (to hold back during a rebalance, and to tell a stale fencing answer
 from a real one). ``_scope`` (the join in flight) is set by :meth:`run` and cancelled by
 :meth:`cancel` (the session's end), which also sets ``abandoned``. :meth:`run` writes the
-session's ``last_heartbeat`` when a join completes (an answer, as a heartbeat's is).
+session's ``last_heartbeat`` when a join completes or is answered REBALANCE_IN_PROGRESS
+(an answer, as a heartbeat's is).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..errors import ConsumerGroupError, FencedInstanceIdError
+from ..errors import ConsumerGroupError, FencedInstanceIdError, RebalanceInProgressError
 from ..retry import Backoff, is_transient
 from .ending import EndCause
 
@@ -134,6 +135,10 @@ class CooperativeRejoin:
                 if not is_transient(exc):
                     session.end(EndCause.LOST, f"cooperative rejoin failed: {exc}", exc)
                     return
+                if isinstance(exc, RebalanceInProgressError):
+                    # The coordinator got the join and holds the member in its rebalance:
+                    # alive, as Java's heartbeat counts this answer.
+                    session.last_heartbeat = anyio.current_time()
                 if self._silent_for() > self._session_timeout:
                     # No answer for a session timeout: the coordinator has given the
                     # partitions away by now (as when heartbeats fail).
