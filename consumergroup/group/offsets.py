@@ -179,7 +179,7 @@ class OffsetManager:
                     list(by_topic.items()),
                     member_id=self.member_id if member else None,
                     member_epoch=self.generation_id if member else -1,
-                    require_stable=stable,
+                    require_stable=True,
                 )
             )
             top, topics = offset_fetch_topics(resp)
@@ -193,11 +193,14 @@ class OffsetManager:
                     out[(topic, partition)] = (offset, metadata or "")
             return out
 
-        # KIP-447: a read_committed member starts from no offset a transaction has not
-        # decided yet: the coordinator answers UNSTABLE_OFFSET_COMMIT until it is, and the
-        # fetch goes again (up to rebalance.timeout, which a transaction's own timeout
-        # normally ends first).
-        stable = self._config.consumer.isolation_level == "read_committed"
+        # Stable offsets (KIP-447; Java's consumer always asks for them): Kafka's
+        # coordinator answers from its whole state, once it is replicated, not from a
+        # snapshot at its partition's high watermark. A coordinator elected a moment ago
+        # has a high watermark behind the commits its predecessor acknowledged, and the
+        # snapshot would start the claim at an older commit (records read twice, the
+        # older offset committed again). And it answers UNSTABLE_OFFSET_COMMIT while a
+        # transaction has committed offsets it has not decided: the fetch goes again (up
+        # to rebalance.timeout, which a transaction's own timeout normally ends first).
         unstable_until = time.monotonic() + self._config.consumer.group.rebalance.timeout
         retries = self._config.consumer.offsets.retry.max
         while True:

@@ -847,12 +847,19 @@ class ChaosRun:
 
 async def committed_offsets(client: Client, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets of every partition of ``topic`` (OffsetFetch; -1
-    where none); a coordinator that moved is looked up again on the next call."""
+    where none); a coordinator that moved is looked up again on the next call.
+
+    Stable offsets, as the members fetch them: without, Kafka's coordinator answers from
+    a snapshot at its partition's high watermark, which on a coordinator elected a
+    moment ago lags behind commits its predecessor acknowledged (a monitor saw 768, then
+    766, right after a coordinator move, though the partition's one owner throughout had
+    handled 768 before it and only ever commits forward)."""
     await client.refresh_metadata(topic)
     partitions = client.cached_partitions(topic) or []
     try:
         conn = await client.coordinator(group)
-        resp = await conn.send(OffsetFetchRequest(group, [(topic, partitions)]))
+        request = OffsetFetchRequest(group, [(topic, partitions)], require_stable=True)
+        resp = await conn.send(request)
     except ConsumerGroupError:
         client.invalidate_coordinator(group)
         raise

@@ -212,18 +212,22 @@ async def test_a_member_commits_its_offsets_in_its_transactions(
     assert {(tp[0], tp[1]): off for tp, off in committed.items()} == {(source, 0): 3}
 
 
-async def test_a_read_committed_member_starts_only_after_a_pending_offset_commit(
-    bootstrap: str, new_topic: TopicFactory
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+async def test_a_member_starts_only_after_a_pending_offset_commit(
+    bootstrap: str, new_topic: TopicFactory, isolation: str
 ) -> None:
     """KIP-447: offsets a transaction committed but has not decided are unstable; a
-    read_committed member fetches them with require_stable (OffsetFetch v7+) and waits
-    (UNSTABLE_OFFSET_COMMIT, retried) instead of starting from the offset before them."""
+    member fetches them with require_stable (OffsetFetch v7+) and waits
+    (UNSTABLE_OFFSET_COMMIT, retried) instead of starting from the offset before them.
+    Whatever its isolation level, as Java's consumer: a read_uncommitted member asked
+    for the coordinator's snapshot at its high watermark, which also lags behind a
+    newly elected coordinator's acknowledged commits."""
     topic = await new_topic(partitions=1)
     group = unique("stable")
     await produce(bootstrap, topic, [b"%d" % i for i in range(10)], partition=0)
     recorder = Recorder()
     config = group_config(
-        consumer__isolation_level="read_committed", consumer__group__rebalance__timeout=30.0
+        consumer__isolation_level=isolation, consumer__group__rebalance__timeout=30.0
     )
     async with cg.Producer([bootstrap], txn_config()) as producer:
         await producer.begin_transaction()
