@@ -4,9 +4,10 @@ Every member process (one *life*: one incarnation of a member slot) appends JSON
 to its own record file: ``{"claims": {topic: [partitions]}, "t"}`` when it is assigned
 partitions, ``{"revoked": [...], "t"}`` / ``{"lost": [...], "t"}`` when they go, and
 ``{"p", "offsets", "t"}`` for each handled batch (written before the batch is marked, so
-every committed offset was recorded first). The driver adds what it did to each life
-(when it was killed with SIGKILL and the group's committed offsets right after, when it
-was frozen with SIGSTOP) and the run's fault log.
+every committed offset was recorded first), ``{"commit_failed", "t"}`` when a commit
+fails. The driver adds what it did to each life (when it was killed with SIGKILL and the
+group's committed offsets right after, when it was frozen with SIGSTOP) and the run's
+fault log.
 
 From those, :func:`audit` computes the run's numbers and the invariants that concern
 records and ownership:
@@ -20,9 +21,10 @@ records and ownership:
   heard from the member, which learns it only at its next answer or its own timeout;
 * **repeats** (records handled more than once): each is put down to what ended the
   first handler's ownership: a SIGKILL (the member re-delivers at most what it had
-  handled since its last successful commit, both counted), a freeze, or a fault that
-  made it lose its partitions or fail its revocation commit (network, broker killed
-  hard). Anything else is a violation: a graceful hand-over, a clean broker restart,
+  handled since its last successful commit, both counted), a freeze, a loss during a
+  fault that hid the member from its coordinator (network, broker killed hard), or a
+  hand-over (revoked, or the member left) whose commit failed during such a fault.
+  Anything else is a violation: a graceful hand-over, a clean broker restart,
   partitions added, members joining and leaving repeat nothing.
 """
 
@@ -50,6 +52,9 @@ HIDING = {
 #: Seconds after a hiding fault ends during which a loss or a failed hand-over is still
 #: its doing: a session timeout, a request timeout and a rejoin on a loaded machine.
 AFTERMATH = 25.0
+#: Seconds after a hand-over (revoked, or the member's exit) within which a failed commit
+#: is the hand-over's own (the revocation's and close()'s budgets are at most 10 s).
+HANDOVER = 12.0
 
 
 @dataclass
@@ -75,6 +80,8 @@ class Span:
     start: float
     end: float
     how: str  # "revoked", "lost", "frozen" (lost after a freeze), "killed", "exited"
+    #: a hand-over ("revoked", "exited") whose commit failed: when it failed
+    commit_failed: float | None = None
 
 
 @dataclass
@@ -133,10 +140,16 @@ def spans(life: Life, events: list[dict[str, object]], now: float) -> list[Span]
 
     A partition lost after a freeze stopped being this life's when the freeze began: the
     group gave it away while the process could not run (what it handled once it ran
-    again shows up as repeats, attributed to the freeze).
+    again shows up as repeats, attributed to the freeze). A hand-over carries the first
+    commit failure the life recorded within :data:`HANDOVER` seconds after it.
     """
     out: list[Span] = []
     owned: dict[int, float] = {}
+    failures = sorted(
+        float(t)
+        for e in events
+        if "commit_failed" in e and isinstance(t := e.get("t"), float | int)
+    )
 
     def close(partition: int, at: float, how: str) -> None:
         start = owned.pop(partition)
@@ -167,6 +180,11 @@ def spans(life: Life, events: list[dict[str, object]], now: float) -> list[Span]
     end = life.ended if life.ended is not None else now
     for p in list(owned):
         close(p, max(end, last), "killed" if life.killed else "exited")
+    for span in out:
+        if span.how in ("revoked", "exited"):
+            span.commit_failed = next(
+                (t for t in failures if span.end <= t <= span.end + HANDOVER), None
+            )
     return out
 
 
@@ -252,8 +270,8 @@ def _attribute_repeats(
     hiding: list[tuple[float, float, str]],
 ) -> None:
     ends: dict[tuple[str, int], list[Span]] = defaultdict(list)
-    for span in all_spans:
-        ends[(span.life, span.partition)].append(span)
+    for s in all_spans:
+        ends[(s.life, s.partition)].append(s)
     unexplained: list[str] = []
     for (p, o), seen in handles.items():
         if len(seen) < 2:
@@ -270,11 +288,15 @@ def _attribute_repeats(
                 cause = "member killed"
             elif span.how == "frozen":
                 cause = "member frozen"
-            elif span.how in ("lost", "revoked"):
+            elif span.how == "lost":
                 cause = _hidden(span.end, hiding) or "unexplained"
+            elif span.commit_failed is not None:  # a hand-over whose commit failed
+                cause = _hidden(span.commit_failed, hiding) or "unexplained"
         a.repeats[cause] += len(seen) - 1
         if cause == "unexplained" and len(unexplained) < 5:
             how = f"{span.how} at {span.end:.3f}" if span is not None else "not owned"
+            if span is not None and span.commit_failed is not None:
+                how += f", its commit failed at {span.commit_failed:.3f}"
             unexplained.append(f"{p}/{o} by {first} at {t1:.3f} ({how}), again at {seen[1][0]:.3f}")
     if a.repeats["unexplained"]:
         a.violations.append(

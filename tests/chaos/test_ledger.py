@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.chaos.ledger import Life, audit
+from tests.chaos.ledger import Audit, Life, audit
 
 PRODUCED = {(0, o): 100.0 for o in range(10)}
 
@@ -101,3 +101,31 @@ def test_a_member_that_lost_its_partitions_to_a_network_fault_is_excused(
     # A clean restart hides nobody: the same story is two violations.
     result = audit([a, b], PRODUCED, [(103.0, 108.0, "bounce 0->1->2")], now=120.0)
     assert len(result.violations) == 2, result.violations
+
+
+def test_a_hand_over_whose_commit_failed_in_a_fault_is_excused(tmp_path: Path) -> None:
+    """The last short run on Tansu: a member's partitions were revoked a moment before a
+    total outage began, and the revocation's commit failed in it; the member got them
+    back afterwards and read again from the commit before. The fault began after the
+    revocation, so it is the failed commit that explains the repeat: with the commit
+    having succeeded, or failing with no fault to explain it, it is a violation."""
+
+    def run(commit: dict[str, object] | None, faults: list[tuple[float, float, str]]) -> Audit:
+        events: list[dict[str, object]] = [
+            {"claims": {"t": [0]}, "t": 101.0},
+            handled(range(5), 102.0),
+            {"revoked": [0], "t": 104.9},
+            *([commit] if commit else []),
+            {"claims": {"t": [0]}, "t": 150.0},
+            handled(range(4, 10), 151.0),
+        ]
+        return audit([life(tmp_path, "a", events)], PRODUCED, faults, now=160.0)
+
+    failed = {"commit_failed": "KafkaConnectionError()", "t": 105.2}
+    outage = [(105.0, 135.0, "outage 30.0s")]
+    result = run(failed, outage)
+    assert result.violations == [] and result.repeats["network fault"] == 1
+    assert len(run(None, outage).violations) == 1  # the hand-over's commit went through
+    assert len(run(failed, []).violations) == 1  # a commit failure no fault explains
+    late = {"commit_failed": "KafkaConnectionError()", "t": 130.0}  # not the hand-over's
+    assert len(run(late, outage).violations) == 1

@@ -3,8 +3,8 @@
 ``python -m tests.integration.member_process BOOTSTRAP GROUP TOPIC`` prints one JSON
 line per event to stdout: ``{"claims": {topic: [partition]}}`` when partitions are
 assigned, ``{"revoked": [...]}`` / ``{"lost": [...]}`` when they go, and
-``{"p": partition, "offsets": [...]}`` for each batch handled; each with ``"t"``, the
-time it happened.
+``{"p": partition, "offsets": [...]}`` for each batch handled, ``{"commit_failed":
+error}`` when an OffsetCommit fails; each with ``"t"``, the time it happened.
 ``--instance-id ID`` makes it a static member (``consumer.group.instance_id``);
 ``--protocol consumer`` a member on the consumer group protocol (KIP-848).
 
@@ -84,6 +84,18 @@ class Printer(cg.ConsumerGroupHandler):
             self._emit({"p": claim.partition, "offsets": offsets, "t": time.time()})
 
 
+class CommitFailures(cg.GroupObserver):
+    """Writes each failed OffsetCommit to the Printer's sink (the chaos ledger puts a
+    repeat after a hand-over whose commit failed down to the fault that failed it)."""
+
+    def __init__(self, printer: Printer) -> None:
+        self.printer = printer
+
+    def on_commit(self, group_id: str, latency: float, error: BaseException | None) -> None:
+        if error is not None:
+            self.printer._emit({"commit_failed": repr(error)[:200], "t": time.time()})
+
+
 async def _exit_with_parent(stop: asyncio.Event) -> None:
     """Stop when the process that started us is gone (no orphan outlives a killed driver)."""
     parent = os.getppid()
@@ -107,7 +119,9 @@ async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     if args.protocol == "classic":
         config.consumer.group.rebalance.strategies = [ASSIGNORS[args.assignor]()]
     member = cg.ConsumerGroup(args.bootstrap.split(","), args.group, config)
-    run = asyncio.create_task(member.run([args.topic], Printer(sink, False)), name="run")
+    printer = Printer(sink, False)
+    member.add_observer(CommitFailures(printer))
+    run = asyncio.create_task(member.run([args.topic], printer), name="run")
     stopping = asyncio.create_task(stop.wait(), name="stop-wait")
     orphan = asyncio.create_task(_exit_with_parent(stop), name="parent-watch")
     await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
