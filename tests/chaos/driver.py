@@ -46,6 +46,7 @@ from aiokafka import AIOKafkaProducer
 import consumergroup as cg
 from consumergroup.client import Client
 from consumergroup.errors import ConsumerGroupError
+from consumergroup.net.offset_fetch import offset_fetch_topics
 from consumergroup.net.protocol import OffsetFetchRequest
 from consumergroup.testing import EmbeddedBroker, KafkaCluster
 from tests.chaos.kafka_faults import BrokerFaults
@@ -863,12 +864,12 @@ async def committed_offsets(client: Client, group: str, topic: str) -> dict[int,
     except ConsumerGroupError:
         client.invalidate_coordinator(group)
         raise
-    code = getattr(resp, "error_code", 0)
+    code, topics = offset_fetch_topics(resp)  # v7 when stable offsets are asked for
     if code:
         client.invalidate_coordinator(group)
         raise cg.ConsumerGroupError(f"OffsetFetch answered error {code}")
     out: dict[int, int] = {}
-    for _topic, parts in resp.topics:
+    for _topic, parts in topics:
         for partition, offset, _metadata, code in parts:
             if not code:
                 out[partition] = offset
