@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .._otel import ClaimTracing, _Open
     from ..consumer.partition import PartitionConsumer
     from ..message import ConsumerMessage
+    from .transaction import GroupTransaction
 
 
 class ConsumerGroupClaim:
@@ -21,9 +22,15 @@ class ConsumerGroupClaim:
     """
 
     def __init__(
-        self, pc: PartitionConsumer, initial_offset: int, tracing: ClaimTracing | None = None
+        self,
+        pc: PartitionConsumer,
+        initial_offset: int,
+        tracing: ClaimTracing | None = None,
+        transaction: GroupTransaction | None = None,
     ) -> None:
         self._pc = pc
+        # Exactly-once: deliveries pass the member's transaction's gate.
+        self._transaction = transaction
         self.topic = pc.topic
         self.partition = pc.partition
         self.initial_offset = initial_offset
@@ -47,12 +54,15 @@ class ConsumerGroupClaim:
         With an OpenTelemetry tracer provider set, each message gets a ``process`` span,
         current while the handler works on it, ended when it asks for the next one.
         """
+        source = self._pc.messages()
+        if self._transaction is not None:
+            source = self._transaction.gate(source)
         if self._tracer is None:
-            return self._pc.messages()
+            return source
         assert self._tracing is not None
         self._untrace()
         stream, self._open = self._tracing.messages(
-            self._pc.messages(), self._tracer, self.topic, self.partition
+            source, self._tracer, self.topic, self.partition
         )
         return stream
 
@@ -62,13 +72,14 @@ class ConsumerGroupClaim:
         With an OpenTelemetry tracer provider set, each list gets a ``process`` span,
         current while the handler works on it, ended when it asks for the next one.
         """
+        source = self._pc.batches()
+        if self._transaction is not None:
+            source = self._transaction.gate(source)
         if self._tracer is None:
-            return self._pc.batches()
+            return source
         assert self._tracing is not None
         self._untrace()
-        stream, self._open = self._tracing.batches(
-            self._pc.batches(), self._tracer, self.topic, self.partition
-        )
+        stream, self._open = self._tracing.batches(source, self._tracer, self.topic, self.partition)
         return stream
 
     def _untrace(self) -> None:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import copy
 import functools
 import inspect
 import logging
 import math
 import re
 from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -56,6 +58,9 @@ from .membership import Membership
 from .offsets import OffsetManager
 from .session import ConsumerGroupSession, EndCause, HookFn
 from .state import GroupObserver, GroupState, GroupStats, PartitionStats
+
+if TYPE_CHECKING:
+    from ..producer.producer import Producer
 
 _log = logging.getLogger(__name__)
 
@@ -85,6 +90,12 @@ class ConsumerGroup(AsyncResource):
     ``on_assigned(session, partitions)``, ``on_revoked(session, partitions)`` and
     ``on_lost(partitions)`` (sync or async callables) are called after the
     handler's methods of the same name; see :class:`ConsumerGroupHandler` for when.
+
+    ``producer`` (a started :class:`~consumergroup.Producer` with
+    ``producer.transactional_id``, unique to this member; the caller owns and closes it):
+    exactly-once. Handlers write with ``session.send()``; the runtime commits their
+    output and the marked offsets in one transaction per commit point, and input is
+    read ``read_committed``. See the guide, ``docs/guides/exactly-once.md``.
     """
 
     def __init__(
@@ -96,6 +107,7 @@ class ConsumerGroup(AsyncResource):
         on_assigned: HookFn | None = None,
         on_revoked: HookFn | None = None,
         on_lost: HookFn | None = None,
+        producer: Producer | None = None,
     ) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ConfigurationError("group_id must be a non-empty string")
@@ -106,6 +118,10 @@ class ConsumerGroup(AsyncResource):
         self._hooks: dict[str, HookFn] = {k: v for k, v in hooks.items() if v is not None}
         self.config = config or Config()
         self.config.validate()
+        # Exactly-once: the member's transactions go through this producer (the user's).
+        self._producer = producer
+        if producer is not None:
+            self.config = _exactly_once_config(self.config, producer)
         self.group_id = group_id
         self._client = Client(addrs, self.config)
         self._consumer = Consumer(client=self._client)
@@ -479,6 +495,7 @@ class ConsumerGroup(AsyncResource):
             runaway=self._adopt_runaway,
             rebalancing=self._cooperative_rebalance,
             subscription=subscription,
+            producer=self._producer,
         )
         if unknown:
             session.end(
@@ -754,6 +771,25 @@ class ConsumerGroup(AsyncResource):
             self._closed = True
             self._set_state(GroupState.CLOSED)
             self._closed_event.set()
+
+
+def _exactly_once_config(config: Config, producer: Producer) -> Config:
+    """Check that ``producer`` is transactional; the group's config, read_committed (a
+    copy: the caller's is left alone)."""
+    from ..producer.producer import Producer  # the producer loads on use
+
+    if not isinstance(producer, Producer) or producer.config.producer.transactional_id is None:
+        raise ConfigurationError(
+            "ConsumerGroup(producer=...) needs a transactional cg.Producer: set "
+            "config.producer.transactional_id to a name unique to this member (e.g. "
+            "derived from its group_instance_id) and pass the started producer"
+        )
+    if config.consumer.isolation_level == "read_committed":
+        return config
+    config = copy.copy(config)
+    config.consumer = copy.copy(config.consumer)
+    config.consumer.isolation_level = "read_committed"
+    return config
 
 
 def _pairs(partitions: dict[str, list[int]] | Iterable[TopicPartition]) -> list[TopicPartition]:

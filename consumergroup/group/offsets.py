@@ -157,6 +157,12 @@ class OffsetManager:
         self._on_commit = on_commit
         self._member_fetch = member_fetch
         self.next_epoch: NextEpoch | None = None
+        # Exactly-once (the session's GroupTransaction.commit): commit() ends the member's
+        # transaction, which carries the marks, instead of an OffsetCommit.
+        self.transaction: Callable[[], Awaitable[None]] | None = None
+        # Where each owned partition is read again from after a transaction aborts: its
+        # start, then each offset committed (assign/acknowledge/release write it).
+        self._rewind_to: dict[TopicPartition, int] = {}
 
     # -------------------------------------------------------------- fetch / assign
 
@@ -225,12 +231,14 @@ class OffsetManager:
         for tp, offset in start.items():
             done, metadata = committed.get(tp, (-1, ""))
             self._positions[tp] = _Position(*tp, done, offset - 1, metadata)
+            self._rewind_to[tp] = offset
 
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget partitions the member no longer owns (after the final commit)."""
         self._marks.forget()
         for tp in partitions:
             self._positions.pop(tp, None)
+            self._rewind_to.pop(tp, None)
 
     def owned(self) -> list[TopicPartition]:
         """Partitions currently tracked."""
@@ -274,23 +282,55 @@ class OffsetManager:
         pos = self._positions.get((topic, partition))
         return pos.committed if pos is not None else -1
 
+    def pending(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """``{tp: (offset, metadata)}`` of the owned partitions (of ``partitions`` when
+        given) whose marked offset moved since their last commit."""
+        wanted = self._positions if partitions is None else set(partitions)
+        return {
+            tp: (pos.last + 1, pos.metadata)
+            for tp, pos in self._positions.items()
+            if tp in wanted and pos.last >= -1 and pos.last + 1 != pos.committed
+        }
+
+    def acknowledge(self, done: dict[TopicPartition, tuple[int, str]]) -> None:
+        """These offsets were committed (by the member's transaction)."""
+        for tp, (offset, _) in done.items():
+            pos = self._positions.get(tp)
+            if pos is not None:
+                pos.committed = self._rewind_to[tp] = offset
+
+    def rewind(self) -> None:
+        """The member's transaction aborted: every position goes back to its last commit
+        (or to where it started), dropping the marks the transaction carried."""
+        self._marks.forget()
+        for tp, pos in self._positions.items():
+            pos.last = self._rewind_to[tp] - 1
+
     # -------------------------------------------------------------------- commit
 
     async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Commit every owned partition whose marked offset moved since its last commit
         (only those of ``partitions`` when given: a revocation commits what it revokes).
+        Exactly-once (``transaction`` set): commit the member's transaction, which
+        carries every owned partition's marks (``partitions`` aside: it spans them all).
 
         Raises :class:`RebalanceInProgressError` / :class:`IllegalGenerationError` /
         :class:`UnknownMemberIdError` when the member lost its partitions (nothing
         was committed for them), other errors after ``offsets.retry`` is spent.
         """
+        if self.transaction is not None:
+            started = time.monotonic()
+            try:
+                await self.transaction()
+            except Exception as exc:
+                self._observe(started, exc)
+                raise
+            self._observe(started, None)
+            return
         async with self._commit_lock:
-            wanted = self._positions if partitions is None else set(partitions)
-            dirty = {
-                tp: (pos.last + 1, pos.metadata)
-                for tp, pos in self._positions.items()
-                if tp in wanted and pos.last >= -1 and pos.last + 1 != pos.committed
-            }
+            dirty = self.pending(partitions)
             if not dirty:
                 return
             by_topic: dict[str, list[tuple[int, int, str]]] = {}

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from ..consumer.consumer import Consumer
     from .offsets import OffsetManager
     from .roles import ClaimHandler, ClaimOwner
+    from .transaction import GroupTransaction
 
 _log = logging.getLogger(__name__)
 
@@ -179,8 +180,12 @@ class Reconciler:
         report: Report,
         paused: Collection[TopicPartition] = (),
         runaway: Runaway | None = None,
+        transaction: GroupTransaction | None = None,
     ) -> None:
         self._session = session
+        # Exactly-once: the member's transaction gates every claim's deliveries, aborts on
+        # a handler's error, and rewinds the claims (they restart from the last commit).
+        self._transaction = transaction
         self._report = report
         self._runaway = runaway
         self._consumer = consumer
@@ -274,6 +279,12 @@ class Reconciler:
             pc.stop()
         for task in self._tasks.values():
             task.stopping.set()
+
+    def stop_claims(self) -> None:
+        """End every claim's stream, without ending the claims: each handler returns and
+        its claim restarts from the partition's marked offset (a transaction's abort)."""
+        for pc in self._owned.values():
+            pc.stop()
 
     def shorten(self, bound: float) -> None:
         """close(): every revocation, the running one included, ends by ``bound``."""
@@ -507,9 +518,11 @@ class Reconciler:
         handler = self._handler
         assert handler is not None
         pc = self._owned[tp]
+        txn = self._transaction
         while True:
-            claim = ConsumerGroupClaim(pc, pc.start_offset, self._tracing)
+            claim = ConsumerGroupClaim(pc, pc.start_offset, self._tracing, txn)
             marked = self._offsets.marked(*tp)
+            epoch = txn.epoch if txn is not None else 0
             try:
                 await self._handle(handler, claim, task)
                 what = "returned"
@@ -520,20 +533,33 @@ class Reconciler:
                     partition=claim.partition,
                     cause=exc,
                 )
+                if txn is not None:
+                    txn.fail(exc)  # its output so far is in the transaction: abort it
                 if not self._config.consumer.return_errors:
                     session.end(EndCause.HANDLER_ERROR, f"handler failed on {tp}", fatal=err)
                     return
                 self._report(err)
                 what = "raised"
+                if txn is not None:
+                    await self._abort(txn, f"consume_claim for {tp[0]}/{tp[1]} raised")
             pc.stop()
             if task.stopping.is_set():
                 return  # revoked, or the session is ending: not an early return
             if self._offsets.marked(*tp) != marked:
                 backoff.reset()  # it made progress: not a handler failing in a loop
-            restarted = await self._reclaim(tp, what, backoff, task)
+            rewound = what == "returned" and txn is not None and txn.epoch != epoch
+            restarted = await self._reclaim(tp, what, backoff, task, rewound=rewound)
             if restarted is None:
                 return
             pc = restarted
+
+    async def _abort(self, txn: GroupTransaction, reason: str) -> None:
+        """Abort the member's transaction after a handler's error (every claim rewinds);
+        a failure is reported (a fenced producer ends the session)."""
+        try:
+            await txn.abort(reason)
+        except ConsumerGroupError as exc:
+            self._report(ConsumerError(f"could not abort the transaction: {exc}", cause=exc))
 
     async def _handle(
         self, handler: ClaimHandler, claim: ConsumerGroupClaim, task: _ClaimTask
@@ -580,29 +606,45 @@ class Reconciler:
             self._runaway(runner)
 
     async def _reclaim(
-        self, tp: TopicPartition, what: str, backoff: Backoff, task: _ClaimTask
+        self,
+        tp: TopicPartition,
+        what: str,
+        backoff: Backoff,
+        task: _ClaimTask,
+        *,
+        rewound: bool = False,
     ) -> PartitionConsumer | None:
-        """A new partition consumer for the claim, from its marked offset, after a backoff;
-        None when the claim is revoked or the session ends first (either wakes it).
+        """A new partition consumer for the claim, from its marked offset, after a backoff
+        (none when the member's transaction aborted and ``rewound`` it: its handler
+        returned because its stream was ended); None when the claim is revoked or the
+        session ends first (either wakes it).
 
         The warning is logged only once the backoff is over and the claim is still owned:
         a handler that returned because a close() was on its way is not an early return.
         """
         while True:
-            delay = backoff.next()
+            delay = 0.0 if rewound else backoff.next()
             self._session.log.debug("consume_claim for %s/%d %s", *tp, what)
             with anyio.move_on_after(delay):
                 await task.stopping.wait()
             if task.stopping.is_set():
                 return None
-            self._session.log.warning(
-                "consume_claim for %s/%d %s while the session runs; restarting it after "
-                "%.1fs from offset %d",
-                *tp,
-                what,
-                delay,
-                self._offsets.marked(*tp),
-            )
+            if rewound:
+                self._session.log.info(
+                    "the transaction aborted: consume_claim for %s/%d restarts from offset %d",
+                    *tp,
+                    self._offsets.marked(*tp),
+                )
+                rewound = False
+            else:
+                self._session.log.warning(
+                    "consume_claim for %s/%d %s while the session runs; restarting it after "
+                    "%.1fs from offset %d",
+                    *tp,
+                    what,
+                    delay,
+                    self._offsets.marked(*tp),
+                )
             try:
                 pcs = await self._consumer.consume_partitions(
                     {tp: self._offsets.marked(*tp)}, paused=self._paused

@@ -41,14 +41,16 @@ callables its constructor or function names (the config, the client, the observe
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..errors import (
+    ConfigurationError,
     ConsumerError,
     ConsumerGroupError,
     RebalanceInProgressError,
@@ -64,6 +66,7 @@ from .logs import GroupLogger
 from .reconciler import HookFn, OpenClaims, Reconciler, Runaway, claim_on_stack
 from .rejoin import CooperativeRejoin
 from .session_tasks import Notify
+from .transaction import GroupTransaction
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -72,6 +75,8 @@ if TYPE_CHECKING:
     from ..consumer.consumer import Consumer
     from ..consumer.partition import PartitionConsumer
     from ..message import ConsumerMessage
+    from ..producer.metadata import RecordMetadata
+    from ..producer.producer import Producer
     from ..producer.transactions import GroupMetadata
     from .consumer_membership import Subscription
     from .membership import Generation, Membership
@@ -115,6 +120,7 @@ class ConsumerGroupSession:
         subscription: Subscription | None = None,
         paused: Collection[TopicPartition] = (),
         runaway: Runaway | None = None,
+        producer: Producer | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -140,6 +146,21 @@ class ConsumerGroupSession:
         self.fatal: BaseException | None = None
         # Set when the next join must start as a new member (see session_tasks).
         self.rejoin_fresh = False
+        # Exactly-once (the group was given a transactional producer): the member's
+        # transaction, which the commits of `offsets` end.
+        self.transaction: GroupTransaction | None = None
+        if producer is not None:
+            self.transaction = GroupTransaction(
+                producer,
+                offsets,
+                self.group_metadata,
+                stop_claims=lambda: self.reconciler.stop_claims(),
+                fenced=lambda exc: self.end(
+                    EndCause.FENCED, "another producer took this transactional_id", exc
+                ),
+                log=self.log,
+            )
+            offsets.transaction = self.transaction.commit
         self.reconciler = Reconciler(
             self,
             consumers=consumers,
@@ -151,6 +172,7 @@ class ConsumerGroupSession:
             report=self._report,
             paused=paused,
             runaway=runaway,
+            transaction=self.transaction,
         )
         self.cooperative = generation.cooperative
         # Told True when an incremental rebalance starts, False when it is applied.
@@ -230,6 +252,23 @@ class ConsumerGroupSession:
     def _joining(self) -> bool:
         """A cooperative JoinGroup/SyncGroup is in flight (heartbeats pause meanwhile)."""
         return self._rejoin is not None and self._rejoin.joining
+
+    async def send(
+        self, topic: str, value: bytes | None, **kwargs: Any
+    ) -> asyncio.Future[RecordMetadata]:
+        """Write a record inside the member's transaction (exactly-once: the group was
+        given ``producer=``): it becomes visible to ``read_committed`` readers together
+        with the offsets marked in the same transaction, or never. Takes
+        :meth:`Producer.send`'s arguments (``key``, ``partition``, ``headers``,
+        ``timestamp_ms``) and returns its future. Call it from ``consume_claim``, between
+        taking a record and marking it."""
+        if self.transaction is None:
+            raise ConfigurationError(
+                "session.send() writes inside the member's transaction: pass a "
+                "transactional producer, cg.ConsumerGroup(addrs, group, config, "
+                "producer=producer)"
+            )
+        return await self.transaction.send(topic, value, **kwargs)
 
     # ------------------------------------------------------------------ marking
 
@@ -364,6 +403,8 @@ class ConsumerGroupSession:
                             await self.reconciler.finish(
                                 graceful=self.end_cause.graceful, started=self._ended_at
                             )
+                            if self.transaction is not None:
+                                await self._close_transaction()
                 background.cancel_scope.cancel()
         finally:
             self.abandon()
@@ -438,6 +479,16 @@ class ConsumerGroupSession:
             return False
         self.log.info("an offset request carried a stale member epoch; sending it again")
         return await self._consumer_heartbeat.next_epoch(ending=final)
+
+    async def _close_transaction(self) -> None:
+        """Abort a transaction the session's end left open (its partitions were lost, or
+        the final commit failed); a failure is reported (the coordinator aborts it on
+        ``producer.transaction_timeout``)."""
+        assert self.transaction is not None
+        try:
+            await self.transaction.close()
+        except ConsumerGroupError as exc:
+            self._report(ConsumerError(f"could not abort the transaction: {exc}", cause=exc))
 
     def _report(self, err: ConsumerError) -> None:
         """An error for the log and ``errors()`` (the pieces get this as their sink)."""

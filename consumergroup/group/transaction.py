@@ -1,0 +1,249 @@
+"""Exactly-once owned by the runtime (KIP-98, KIP-447): a member's transaction.
+
+``ConsumerGroup(..., producer=transactional_producer)`` gives each session one
+:class:`GroupTransaction`. Handlers write with ``session.send()`` (the record joins the
+member's open transaction, begun on the first send) and mark as usual; at each commit
+point (the auto-commit interval, a revocation, the session's end, ``session.commit()``)
+the runtime sends the marks with ``TxnOffsetCommit`` (the member id, generation or member
+epoch and instance id: a zombie is fenced) and commits the transaction, so a record's
+output and its offset become visible together or not at all.
+
+**The delivery gate.** A commit must never fall between a handler's ``send`` and its
+``mark``: the transaction ends only while every claim's handler waits in its
+``messages()``/``batches()`` iteration. Each gated iteration is *busy* from the moment
+it hands out a record (or batch) until the handler asks for the next; a commit point
+closes the gate (no iteration hands out anything more), waits until no claim is busy
+(a handler's task that ended counts as idle, as does the task calling the commit), then
+ends the transaction and opens the gate.
+
+**Aborts rewind.** When the transaction aborts (a handler raised, a send or the commit
+failed, the offsets were refused), everything since the last commit is gone from the
+output, so the input is read again from there: every position goes back to its last
+commit (:meth:`OffsetManager.rewind`), ``epoch`` moves on (an iteration of an older epoch
+ends instead of handing out a record it had pulled) and every claim's partition consumer
+stops, so each ``consume_claim`` ends and the reconciler restarts it from the rewound
+position. A session that ends without its partitions (LOST, FENCED) aborts whatever is
+open: the partitions' next owner reads from their last commit, and KIP-447's stable
+offset fetch makes it wait for this transaction's outcome.
+
+Who touches what (one event loop): ``epoch``, the gate (``_closed``, ``_ending``,
+``_opened``) and the producer's transaction state are written under ``_lock`` by :meth:`commit` /
+:meth:`abort` / :meth:`close` only; ``_claims`` is written by the gated iterations
+(registering themselves and flipping their own ``busy``), read by the commit's wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ConsumerGroupError, ProducerFencedError, StaleMemberEpochError
+
+if TYPE_CHECKING:
+    from ..producer.metadata import RecordMetadata
+    from ..producer.producer import Producer
+    from ..producer.transactions import GroupMetadata
+    from .logs import GroupLogger
+    from .offsets import OffsetManager
+
+__all__ = ["GroupTransaction"]
+
+T = TypeVar("T")
+
+
+class _Claim:
+    """One gated iteration: its handler's task, and whether that handler holds a record
+    (handed out, not yet asked past)."""
+
+    __slots__ = ("busy", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+        self.busy = False
+
+    def holds(self, caller: asyncio.Task[Any] | None) -> bool:
+        task = self.task
+        return self.busy and task is not caller and (task is None or not task.done())
+
+
+class GroupTransaction:
+    """The member's transaction: ``session.send()``, the commit points, aborts and the
+    delivery gate (see the module)."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        offsets: OffsetManager,
+        metadata: Callable[[], GroupMetadata],
+        *,
+        stop_claims: Callable[[], None],
+        fenced: Callable[[BaseException], None],
+        log: GroupLogger,
+    ) -> None:
+        self._producer = producer
+        self._offsets = offsets
+        self._metadata = metadata
+        # Ends every claim's partition consumer (their handlers' iterations end).
+        self._stop_claims = stop_claims
+        # The producer was replaced by another with its transactional id: ends the session.
+        self._fenced = fenced
+        self._log = log
+        # Bumped by every abort: an iteration begun before it ends.
+        self.epoch = 0
+        self._lock = asyncio.Lock()
+        # _closed: deliveries are held back; _ending: from then on, once no handler holds
+        # a record, the transaction is being ended (sends wait). _opened: neither.
+        self._closed = self._ending = False
+        self._opened = asyncio.Event()
+        self._opened.set()
+        # Set when the last busy claim goes idle while the gate is closed.
+        self._idle = asyncio.Event()
+        self._claims: set[_Claim] = set()
+        # Set when a handler raised: the transaction can only abort.
+        self._failed: BaseException | None = None
+        # Transactions committed and aborted (observability, tests).
+        self.commits = 0
+        self.aborts = 0
+
+    # ------------------------------------------------------------------ handlers
+
+    async def send(
+        self, topic: str, value: bytes | None, **kwargs: Any
+    ) -> asyncio.Future[RecordMetadata]:
+        """``producer.send`` inside the member's transaction (begun if none is open); while a
+        commit point ends the transaction, the record waits for the next one (a handler
+        holding a record never meets that: the transaction ends only once it is idle)."""
+        while self._ending:
+            await self._opened.wait()
+        producer = self._producer
+        if not producer.in_transaction:
+            await producer.begin_transaction()
+        return await producer.send(topic, value, **kwargs)
+
+    async def gate(self, source: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``source`` (a claim's messages or batches) through the delivery gate."""
+        claim = _Claim(asyncio.current_task())
+        if claim.task is not None:
+            claim.task.add_done_callback(lambda _: self._went_idle())
+        self._claims.add(claim)
+        epoch = self.epoch
+        try:
+            async for item in source:
+                while self._closed:
+                    await self._opened.wait()
+                if epoch != self.epoch:
+                    return  # an abort rewound this claim: its restart reads this again
+                claim.busy = True
+                yield item
+                claim.busy = False
+                if self._closed:
+                    self._went_idle()
+        finally:
+            claim.busy = False
+            self._claims.discard(claim)
+            self._went_idle()
+
+    def fail(self, exc: BaseException) -> None:
+        """A handler raised: the open transaction holds its partial output, so it can only
+        abort (at the next commit point, or :meth:`abort`)."""
+        if self._failed is None:
+            self._failed = exc
+
+    # ------------------------------------------------------------------ commit points
+
+    async def commit(self) -> None:
+        """The commit point: send the marks in the transaction and commit it. A refusal for
+        a stale member epoch raises with the transaction still open (sent again under the
+        heartbeat's newer epoch); any other failure aborts and rewinds, then raises."""
+        async with self._lock:
+            try:
+                await self._close_gate(asyncio.current_task())
+                if self._failed is not None:
+                    failed, self._failed = self._failed, None
+                    await self._abort("a handler raised")
+                    raise ConsumerGroupError(
+                        f"the transaction was aborted: a handler raised {failed!r}; its "
+                        "partitions are read again from their last commit"
+                    ) from failed
+                await self._commit()
+            finally:
+                self._open_gate()
+
+    async def abort(self, reason: str) -> None:
+        """Abort the open transaction and rewind every claim to its last commit."""
+        async with self._lock:
+            try:
+                await self._close_gate(asyncio.current_task())
+                self._failed = None
+                await self._abort(reason)
+            finally:
+                self._open_gate()
+
+    async def close(self) -> None:
+        """The session ended: abort a transaction still open (the final commit failed or
+        was skipped: the partitions were lost)."""
+        async with self._lock:
+            if self._producer.in_transaction:
+                await self._abort("the session ended without committing it")
+
+    async def _commit(self) -> None:
+        producer = self._producer
+        pending = self._offsets.pending()
+        if not producer.in_transaction:
+            if not pending:
+                return
+            await producer.begin_transaction()
+        try:
+            if pending:
+                await producer.send_offsets_to_transaction(
+                    {tp: offset for tp, (offset, _) in pending.items()},
+                    self._metadata(),
+                    metadata={tp: md for tp, (_, md) in pending.items() if md},
+                )
+            await producer.commit_transaction()
+        except StaleMemberEpochError:
+            raise  # the transaction stays open: again under the next heartbeat's epoch
+        except ConsumerGroupError as exc:
+            await self._abort(f"its commit failed ({exc})")
+            raise
+        self._offsets.acknowledge(pending)
+        self.commits += 1
+
+    async def _abort(self, reason: str) -> None:
+        """Abort (the lock held, the gate closed), then rewind every claim."""
+        self._log.warning(
+            "aborting the transaction: %s; the claims are read again from their last commit",
+            reason,
+        )
+        try:
+            if self._producer.in_transaction:
+                await self._producer.abort_transaction()
+        except ProducerFencedError as exc:
+            self._fenced(exc)
+            raise
+        finally:
+            self.aborts += 1
+            self.epoch += 1
+            self._offsets.rewind()
+            self._stop_claims()
+
+    # ------------------------------------------------------------------ the gate
+
+    async def _close_gate(self, caller: asyncio.Task[Any] | None) -> None:
+        """Hold back every delivery and wait until no handler holds a record (the caller's
+        own task aside: a handler committing between two records)."""
+        self._closed = True
+        self._opened.clear()
+        while any(c.holds(caller) for c in self._claims):
+            self._idle.clear()
+            await self._idle.wait()
+        self._ending = True
+
+    def _open_gate(self) -> None:
+        self._closed = self._ending = False
+        self._opened.set()
+
+    def _went_idle(self) -> None:
+        if self._closed:
+            self._idle.set()

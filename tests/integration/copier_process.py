@@ -1,0 +1,63 @@
+"""An exactly-once copier in its own process, for the crash tests of test_exactly_once.py.
+
+``python -m tests.integration.copier_process BOOTSTRAP GROUP SOURCE OUT TRANSACTIONAL_ID``
+copies SOURCE to OUT through ``ConsumerGroup(producer=...)`` and prints one JSON line
+per record copied (``{"copied": n}``, before the record is marked), until it is killed or
+its parent goes away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+import consumergroup as cg
+from tests.integration.group_support import group_config
+
+
+class Copier(cg.ConsumerGroupHandler):
+    """SOURCE -> OUT, one record at a time, ``delay`` seconds each."""
+
+    def __init__(self, out: str, delay: float) -> None:
+        self.out = out
+        self.delay = delay
+        self.copied = 0
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            await session.send(self.out, msg.value, key=msg.key)
+            self.copied += 1
+            sys.stdout.write(json.dumps({"copied": self.copied}) + "\n")
+            sys.stdout.flush()
+            await asyncio.sleep(self.delay)
+            session.mark_message(msg)
+
+
+async def main(args: argparse.Namespace) -> None:
+    config = group_config()
+    config.producer.transactional_id = args.transactional_id
+    config.producer.transaction_timeout = args.transaction_timeout
+    async with (
+        cg.Producer([args.bootstrap], config) as producer,
+        cg.ConsumerGroup([args.bootstrap], args.group, config, producer=producer) as group,
+    ):
+        run = asyncio.create_task(group.run([args.source], Copier(args.out, args.delay)))
+        parent = os.getppid()
+        while os.getppid() == parent and not run.done():  # noqa: ASYNC110 - no event
+            await asyncio.sleep(0.5)
+        await group.close()
+        await run
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    for name in ("bootstrap", "group", "source", "out", "transactional_id"):
+        parser.add_argument(name)
+    parser.add_argument("--delay", type=float, default=0.01)
+    parser.add_argument("--transaction-timeout", type=float, default=10.0)
+    asyncio.run(main(parser.parse_args()))

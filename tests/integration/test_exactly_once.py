@@ -1,0 +1,315 @@
+"""Exactly-once owned by the runtime: ``ConsumerGroup(producer=...)`` copiers (input ->
+handler -> ``session.send`` -> output), the output read back ``read_committed``: every
+input record exactly once, through a second member joining, a member SIGKILLed in the
+middle of its transaction, and a handler that raises.
+
+The tests with an abort run on Apache Kafka only: Tansu answers the transaction requests
+but keeps no transaction markers, so its ``read_committed`` readers see aborted records
+too. The copy without an abort runs on both brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+import consumergroup as cg
+from consumergroup.admin import ClusterAdmin
+from consumergroup.errors import ConfigurationError
+from tests.conftest import TopicFactory, unique
+from tests.helpers import produce
+from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = str(Path(__file__).parents[2])
+OUT_PARTITIONS = 2
+KAFKA_ONLY = pytest.mark.kafka_only("Tansu keeps no transaction markers: read_committed sees all")
+
+
+class Copier(cg.ConsumerGroupHandler):
+    """Copies every record to ``out`` in the member's transaction; raises once on the
+    record whose value is ``fail_on``."""
+
+    def __init__(self, out: str, *, delay: float = 0.0, fail_on: bytes | None = None) -> None:
+        self.out = out
+        self.delay = delay
+        self.fail_on = fail_on
+        self.copied = 0
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            await session.send(self.out, msg.value, key=msg.key)
+            if msg.value == self.fail_on:
+                self.fail_on = None
+                raise RuntimeError("the handler fails once, after its send")
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            self.copied += 1
+            session.mark_message(msg)
+
+
+def eos_config(protocol: str = "classic", **overrides: object) -> cg.Config:
+    make = consumer_protocol_config if protocol == "consumer" else group_config
+    config = make(**overrides)
+    config.producer.transactional_id = unique("tid")
+    config.producer.transaction_timeout = 10.0
+    return config
+
+
+@contextlib.asynccontextmanager
+async def copier(
+    bootstrap: str,
+    group: str,
+    source: str,
+    handler: cg.ConsumerGroupHandler,
+    config: cg.Config,
+) -> AsyncIterator[cg.ConsumerGroup]:
+    """A running exactly-once member with its own transactional producer."""
+    async with cg.Producer([bootstrap], config) as producer:
+        member = cg.ConsumerGroup([bootstrap], group, config, producer=producer)
+        task = asyncio.create_task(member.run([source], handler))
+        try:
+            yield member
+        finally:
+            await asyncio.wait_for(member.close(), 30)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+
+
+async def committed_output(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed reader sees in ``topic``, up to its last stable offset."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        values: list[bytes] = []
+        async with asyncio.timeout(60):
+            while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [m.value for m in msgs]
+        return values
+    finally:
+        await consumer.stop()
+
+
+async def committed_through(bootstrap: str, group: str, count: int) -> None:
+    """Wait until the group's committed offsets add up to ``count`` (the whole input: the
+    copies of records read again after an abort count more than once in ``copied``)."""
+    async with ClusterAdmin([bootstrap]) as admin, asyncio.timeout(120):
+        while sum((await admin.list_consumer_group_offsets(group)).values()) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)  # the broker decides: no event tells us
+
+
+def assert_exactly_once(values: list[bytes], count: int) -> None:
+    counts = Counter(values)
+    twice = sorted(v for v, n in counts.items() if n > 1)
+    missing = sorted({b"%d" % i for i in range(count)} - set(counts))
+    assert (twice[:10], missing[:10], len(values)) == ([], [], count)
+
+
+async def inputs(bootstrap: str, topic: str, count: int) -> None:
+    await produce(
+        bootstrap, topic, [b"%d" % i for i in range(count)], keys=[b"k%d" % i for i in range(count)]
+    )
+
+
+async def test_a_copier_writes_every_record_once(bootstrap: str, new_topic: TopicFactory) -> None:
+    """The plain copy, on both brokers: the output holds each input once, the group's
+    committed offsets (from the transactions) are at the end of the input."""
+    source, out = await new_topic(partitions=3), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    await inputs(bootstrap, source, 300)
+    handler = Copier(out)
+    async with copier(bootstrap, group, source, handler, eos_config()) as member:
+        await wait_for(lambda: handler.copied >= 300, 60, "300 records copied")
+        session = member.session
+        assert session is not None and session.transaction is not None
+        await session.commit()
+        assert session.transaction.commits >= 1
+    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), 300)
+    await committed_through(bootstrap, group, 300)
+
+
+@KAFKA_ONLY
+async def test_a_handler_error_aborts_and_the_claims_are_read_again(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The handler raises after sending record 150's copy: the transaction aborts (that
+    copy and every other since the last commit vanish), every claim restarts from the
+    last commit, the error reaches errors(); the output still holds each input once."""
+    source, out = await new_topic(partitions=3), await new_topic(partitions=OUT_PARTITIONS)
+    await inputs(bootstrap, source, 300)
+    handler = Copier(out, fail_on=b"150")
+    config = eos_config(consumer__return_errors=True)
+    group = unique("eos")
+    async with copier(bootstrap, group, source, handler, config) as member:
+        errors: list[cg.ConsumerError] = []
+
+        async def collect() -> None:
+            async for err in member.errors():
+                errors.append(err)
+
+        collector = asyncio.create_task(collect())
+        await committed_through(bootstrap, group, 300)
+        await wait_for(lambda: bool(errors), 30, "the error")
+        session = member.session
+        assert session is not None and session.transaction is not None
+        assert session.transaction.aborts >= 1
+        collector.cancel()
+    assert "the handler fails once" in str(errors[0].cause)
+    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), 300)
+
+
+@KAFKA_ONLY
+@pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
+async def test_a_second_member_joining_moves_partitions_exactly_once(
+    bootstrap: str, new_topic: TopicFactory, protocol: str
+) -> None:
+    """A second copier joins while the first copies: the partitions that move are
+    committed in the first member's transaction before they go (or aborted and read
+    again by the new owner); the output holds each input once."""
+    source, out = await new_topic(partitions=4), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    count = 600
+    await inputs(bootstrap, source, count)
+    first, second = Copier(out, delay=0.01), Copier(out, delay=0.01)
+
+    def config() -> cg.Config:
+        made = eos_config("consumer" if protocol == "consumer" else "classic")
+        if protocol == "cooperative":
+            made.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
+        return made
+
+    async with copier(bootstrap, group, source, first, config()):
+        await wait_for(lambda: first.copied >= 50, 60, "the first copier under way")
+        async with copier(bootstrap, group, source, second, config()):
+            await wait_for(lambda: second.copied >= 1, 60, "the second copier under way")
+            await committed_through(bootstrap, group, count)
+    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), count)
+
+
+@KAFKA_ONLY
+async def test_a_member_killed_mid_transaction_loses_nothing_and_doubles_nothing(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A copier in its own process is SIGKILLed with a transaction open; the surviving
+    member takes its partitions once the coordinator has aborted that transaction (its
+    timeout; KIP-447's stable offset fetch waits for it) and copies on from the last
+    commit: the output holds each input once."""
+    source, out = await new_topic(partitions=4), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    count = 400
+    await inputs(bootstrap, source, count)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration.copier_process",
+        bootstrap,
+        group,
+        source,
+        out,
+        unique("tid"),
+        "--delay",
+        "0.02",
+        "--transaction-timeout",
+        "6",
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        assert child.stdout is not None
+        async with asyncio.timeout(90):
+            while True:
+                line = await child.stdout.readline()
+                assert line, "the copier process ended early"
+                if json.loads(line)["copied"] >= 60:
+                    break
+        survivor = Copier(out)
+        async with copier(bootstrap, group, source, survivor, eos_config()):
+            await wait_for(lambda: survivor.copied >= 1, 60, "the survivor under way")
+            child.kill()  # its transaction is open: a record of it is being handled
+            await child.wait()
+            # What the child copied but did not commit is read again: wait for the end.
+            await committed_through(bootstrap, group, count)
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), count)
+
+
+class Holder(cg.ConsumerGroupHandler):
+    """Copies; on the record ``b"hold"`` it stops between its send and its mark until
+    ``release`` is set."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.copied: list[bytes] = []
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            assert msg.value is not None
+            await session.send(self.out, msg.value)
+            if msg.value == b"hold":
+                self.holding.set()
+                await self.release.wait()
+            session.mark_message(msg)
+            self.copied.append(msg.value)
+
+
+async def test_a_commit_point_waits_for_a_handler_between_send_and_mark(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A commit point reached while one claim's handler is between its send and its mark
+    waits for that mark (a commit between them would make the copy visible with its
+    record not committed: read again, copied twice), and meanwhile holds back every other
+    claim's next record (the delivery gate)."""
+    source, out = await new_topic(partitions=2), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    await produce(bootstrap, source, [b"hold"], partition=0)
+    handler = Holder(out)
+    config = eos_config(consumer__offsets__auto_commit__enable=False)
+    async with copier(bootstrap, group, source, handler, config) as member:
+        await asyncio.wait_for(handler.holding.wait(), 60)
+        session = member.session
+        assert session is not None
+        commit = asyncio.create_task(session.commit())
+        await produce(bootstrap, source, [b"late"], partition=1)
+        # An absence over a window: the commit waits for the holder, the gate holds "late".
+        done, _ = await asyncio.wait({commit}, timeout=3.0)
+        assert (done, handler.copied) == (set(), [])
+        handler.release.set()
+        await asyncio.wait_for(commit, 30)
+        await wait_for(lambda: handler.copied == [b"hold", b"late"], 30, "both copied")
+    assert sorted(await committed_output(bootstrap, out, OUT_PARTITIONS)) == [b"hold", b"late"]
+    await committed_through(bootstrap, group, 2)
+
+
+async def test_a_producer_that_is_not_transactional_is_refused(bootstrap: str) -> None:
+    """ConsumerGroup(producer=...) needs a transactional producer; session.send() needs
+    the producer: each is a clear ConfigurationError."""
+    async with cg.Producer([bootstrap], cg.Config()) as producer:
+        with pytest.raises(ConfigurationError, match="transactional_id"):
+            cg.ConsumerGroup([bootstrap], unique("eos"), cg.Config(), producer=producer)
+    with pytest.raises(ConfigurationError, match="a transactional cg"):
+        cg.ConsumerGroup([bootstrap], unique("eos"), cg.Config(), producer=object())  # type: ignore[arg-type]
