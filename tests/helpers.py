@@ -9,7 +9,7 @@ import struct
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Self
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -155,6 +155,27 @@ class TcpProxy:
     def resume(self) -> None:
         """Forward bytes again."""
         self._flowing.set()
+
+
+async def read_committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed reader sees in ``topic``, up to its last stable offset."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        values: list[bytes] = []
+        async with asyncio.timeout(60):
+            while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [m.value for m in msgs]
+        return values
+    finally:
+        await consumer.stop()
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:

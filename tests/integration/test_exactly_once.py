@@ -19,13 +19,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.errors import ConfigurationError
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import produce, read_committed_values
 from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,27 +86,6 @@ async def copier(
                 await asyncio.wait_for(task, 10)
 
 
-async def committed_output(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
-    """Every value a read_committed reader sees in ``topic``, up to its last stable offset."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        parts = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        values: list[bytes] = []
-        async with asyncio.timeout(60):
-            while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-                for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                    values += [m.value for m in msgs]
-        return values
-    finally:
-        await consumer.stop()
-
-
 async def committed_through(bootstrap: str, group: str, count: int) -> None:
     """Wait until the group's committed offsets add up to ``count`` (the whole input: the
     copies of records read again after an abort count more than once in ``copied``)."""
@@ -142,7 +120,7 @@ async def test_a_copier_writes_every_record_once(bootstrap: str, new_topic: Topi
         assert session is not None and session.transaction is not None
         await session.commit()
         assert session.transaction.commits >= 1
-    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), 300)
+    assert_exactly_once(await read_committed_values(bootstrap, out, OUT_PARTITIONS), 300)
     await committed_through(bootstrap, group, 300)
 
 
@@ -173,7 +151,7 @@ async def test_a_handler_error_aborts_and_the_claims_are_read_again(
         assert session.transaction.aborts >= 1
         collector.cancel()
     assert "the handler fails once" in str(errors[0].cause)
-    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), 300)
+    assert_exactly_once(await read_committed_values(bootstrap, out, OUT_PARTITIONS), 300)
 
 
 @KAFKA_ONLY
@@ -201,7 +179,7 @@ async def test_a_second_member_joining_moves_partitions_exactly_once(
         async with copier(bootstrap, group, source, second, config()):
             await wait_for(lambda: second.copied >= 1, 60, "the second copier under way")
             await committed_through(bootstrap, group, count)
-    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), count)
+    assert_exactly_once(await read_committed_values(bootstrap, out, OUT_PARTITIONS), count)
 
 
 @KAFKA_ONLY
@@ -251,7 +229,7 @@ async def test_a_member_killed_mid_transaction_loses_nothing_and_doubles_nothing
         if child.returncode is None:
             child.kill()
             await child.wait()
-    assert_exactly_once(await committed_output(bootstrap, out, OUT_PARTITIONS), count)
+    assert_exactly_once(await read_committed_values(bootstrap, out, OUT_PARTITIONS), count)
 
 
 class Holder(cg.ConsumerGroupHandler):
@@ -301,7 +279,7 @@ async def test_a_commit_point_waits_for_a_handler_between_send_and_mark(
         handler.release.set()
         await asyncio.wait_for(commit, 30)
         await wait_for(lambda: handler.copied == [b"hold", b"late"], 30, "both copied")
-    assert sorted(await committed_output(bootstrap, out, OUT_PARTITIONS)) == [b"hold", b"late"]
+    assert sorted(await read_committed_values(bootstrap, out, OUT_PARTITIONS)) == [b"hold", b"late"]
     await committed_through(bootstrap, group, 2)
 
 

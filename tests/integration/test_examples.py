@@ -25,7 +25,7 @@ from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce
+from tests.helpers import produce, read_committed_values
 from tests.integration.cli_support import ROOT, finish, reaped
 
 pytestmark = pytest.mark.slow
@@ -101,6 +101,31 @@ async def test_batch_handler_standalone_marks_whole_batches() -> None:
     assert contiguous_from_zero(per_partition)
     assert sum(len(v) for v in per_partition.values()) == 300
     assert "consumed 300 messages" in out
+
+
+async def test_exactly_once_standalone_copies_every_record_once() -> None:
+    out = await run_example("exactly_once.py")
+    values = re.findall(r"^example-topic/\d+@\d+ -> RECORD-(\d+)$", out, re.MULTILINE)
+    assert sorted(map(int, values)) == list(range(12)), out
+    assert "copied 12 records to example-topic-upper" in out
+
+
+async def test_exactly_once_on_a_given_bootstrap_commits_output_and_offsets(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    topic, out = await new_topic(partitions=2), await new_topic(partitions=1)
+    group = unique()
+    await produce(bootstrap, topic, [f"e{i}".encode() for i in range(6)])
+    printed = await run_example(
+        "exactly_once.py", bootstrap, "--topic", topic, "--out", out, "--group", group,
+        "--max-messages", "6",
+    )  # fmt: skip
+    assert "copied 6 records" in printed
+    # The offsets were committed by the example's transactions, with the copies.
+    assert sum((await committed(bootstrap, group, topic, 2)).values()) == 6
+    assert sorted(await read_committed_values(bootstrap, out, 1)) == sorted(
+        f"E{i}".encode() for i in range(6)
+    )
 
 
 async def test_basic_handler_on_a_given_bootstrap(bootstrap: str, new_topic: TopicFactory) -> None:
