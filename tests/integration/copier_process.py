@@ -19,11 +19,22 @@ from tests.integration.group_support import group_config
 
 
 class Copier(cg.ConsumerGroupHandler):
-    """SOURCE -> OUT, one record at a time, ``delay`` seconds each."""
+    """Copies every record to ``out`` in the member's transaction, ``delay`` seconds
+    between its send and its mark; raises once, after its send, on the record whose value
+    is ``fail_on``; ``printing``: a JSON line per record copied, before its mark."""
 
-    def __init__(self, out: str, delay: float) -> None:
+    def __init__(
+        self,
+        out: str,
+        *,
+        delay: float = 0.0,
+        fail_on: bytes | None = None,
+        printing: bool = False,
+    ) -> None:
         self.out = out
         self.delay = delay
+        self.fail_on = fail_on
+        self.printing = printing
         self.copied = 0
 
     async def consume_claim(
@@ -31,10 +42,15 @@ class Copier(cg.ConsumerGroupHandler):
     ) -> None:
         async for msg in claim.messages():
             await session.send(self.out, msg.value, key=msg.key)
+            if msg.value == self.fail_on:
+                self.fail_on = None
+                raise RuntimeError("the handler fails once, after its send")
             self.copied += 1
-            sys.stdout.write(json.dumps({"copied": self.copied}) + "\n")
-            sys.stdout.flush()
-            await asyncio.sleep(self.delay)
+            if self.printing:
+                sys.stdout.write(json.dumps({"copied": self.copied}) + "\n")
+                sys.stdout.flush()
+            if self.delay:
+                await asyncio.sleep(self.delay)
             session.mark_message(msg)
 
 
@@ -46,7 +62,8 @@ async def main(args: argparse.Namespace) -> None:
         cg.Producer([args.bootstrap], config) as producer,
         cg.ConsumerGroup([args.bootstrap], args.group, config, producer=producer) as group,
     ):
-        run = asyncio.create_task(group.run([args.source], Copier(args.out, args.delay)))
+        copier = Copier(args.out, delay=args.delay, printing=True)
+        run = asyncio.create_task(group.run([args.source], copier))
         parent = os.getppid()
         while os.getppid() == parent and not run.done():  # noqa: ASYNC110 - no event
             await asyncio.sleep(0.5)

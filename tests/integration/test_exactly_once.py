@@ -25,6 +25,7 @@ from consumergroup.admin import ClusterAdmin
 from consumergroup.errors import ConfigurationError
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce, read_committed_values
+from tests.integration.copier_process import Copier
 from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,30 +33,6 @@ pytestmark = pytest.mark.timeout(180)
 ROOT = str(Path(__file__).parents[2])
 OUT_PARTITIONS = 2
 KAFKA_ONLY = pytest.mark.kafka_only("Tansu keeps no transaction markers: read_committed sees all")
-
-
-class Copier(cg.ConsumerGroupHandler):
-    """Copies every record to ``out`` in the member's transaction; raises once on the
-    record whose value is ``fail_on``."""
-
-    def __init__(self, out: str, *, delay: float = 0.0, fail_on: bytes | None = None) -> None:
-        self.out = out
-        self.delay = delay
-        self.fail_on = fail_on
-        self.copied = 0
-
-    async def consume_claim(
-        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
-    ) -> None:
-        async for msg in claim.messages():
-            await session.send(self.out, msg.value, key=msg.key)
-            if msg.value == self.fail_on:
-                self.fail_on = None
-                raise RuntimeError("the handler fails once, after its send")
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            self.copied += 1
-            session.mark_message(msg)
 
 
 def eos_config(protocol: str = "classic", **overrides: object) -> cg.Config:
