@@ -158,18 +158,25 @@ class TcpProxy:
 
 
 async def read_committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
-    """Every value a read_committed reader sees in ``topic``, up to its last stable offset."""
+    """Every value a read_committed reader sees in ``topic``, read to the high watermark
+    (the reader's last stable offset gets there once every transaction that wrote to
+    ``topic`` is decided: committed, aborted, or aborted by the coordinator on timeout)."""
+    parts = [TopicPartition(topic, p) for p in range(partitions)]
+    peek = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await peek.start()
+    try:
+        ends = await peek.end_offsets(parts)
+    finally:
+        await peek.stop()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
     await consumer.start()
     try:
-        parts = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
         values: list[bytes] = []
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(90):
             while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
                 for msgs in (await consumer.getmany(timeout_ms=500)).values():
                     values += [m.value for m in msgs]
