@@ -396,6 +396,51 @@ async def test_heartbeats_run_during_a_slow_setup(bootstrap: str, new_topic: Top
             assert len(first.sessions) == 2, first.sessions
 
 
+class SetupOnce(Recorder):
+    """The first session's setup() takes ``delay`` s (a cache warmed, a model loaded)."""
+
+    def __init__(self, name: str, delay: float) -> None:
+        super().__init__(name)
+        self.delay_first = delay
+        self.setup_started = False
+        self.setup_returned: float | None = None
+
+    async def setup(self, session: cg.ConsumerGroupSession) -> None:
+        if not self.setup_started:
+            self.setup_started = True
+            await asyncio.sleep(self.delay_first)
+        await super().setup(session)
+        self.setup_returned = self.setup_returned or time.monotonic()
+
+
+async def test_a_member_in_a_long_setup_owns_everything_soon_after_the_other_one_left(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Reported on Tansu: a member whose setup() ran long while the other member left
+    stayed REBALANCING, owning nothing, for more than 45 s. Its session ends at the next
+    heartbeat (REBALANCE_IN_PROGRESS) and waits for setup() to return, as Java's
+    onPartitionsAssigned holds poll(); then one join round (Tansu holds it half a session
+    timeout, 3 s) gives it every partition. Heartbeats go on meanwhile, so it is not
+    evicted however long the setup is (8 s here, the session timeout is 6 s)."""
+    topic, group = await two_partitions_with(bootstrap, new_topic, 0)
+    first, slow = Recorder("first"), SetupOnce("slow", 8.0)
+    async with running_member(bootstrap, group, [topic], first) as (first_member, _):
+        await wait_for(lambda: first.owned() == 2, 30, "the first member's claims")
+        async with running_member(bootstrap, group, [topic], slow) as (slow_member, _):
+            await wait_for(
+                lambda: slow.setup_started and first.owned() == 1, 40, "the second generation"
+            )
+            await first_member.close()
+            await wait_for(lambda: slow.setup_returned is not None, 20, "the slow setup")
+            await wait_for(lambda: slow.owned() == 2, 15, "the slow member to own both")
+            assert slow_member.state is cg.GroupState.STABLE
+            await produce(bootstrap, topic, [str(i).encode() for i in range(10)])
+            await wait_for(lambda: len(slow.seen) == 10, 20, "every record")
+    # The generation shared with the first member, then one alone: no round lost between.
+    owned = [sum(len(p) for p in claims.values()) for claims in slow.sessions]
+    assert owned == [1, 2], slow.sessions
+
+
 class SlowDrain(Recorder):
     """Takes 2 s to return after its stream ends (e.g. flushing a batch)."""
 
