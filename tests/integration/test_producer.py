@@ -215,6 +215,7 @@ async def test_without_idempotence_a_lost_answer_can_duplicate(
 @pytest.mark.kafka
 @pytest.mark.slow
 @pytest.mark.timeout(240)
+@pytest.mark.xdist_group("kafka3")  # the worker that has the 3-node cluster runs it
 async def test_broker_killed_mid_stream_loses_and_duplicates_nothing(
     kafka_cluster3: KafkaCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
