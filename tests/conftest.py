@@ -75,6 +75,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the Spark tests: bytecode in pyspark's zip (see tests/spark_bytecode.py)."""
+    if any(item.get_closest_marker("spark") for item in session.items):
+        from tests.spark_bytecode import compile_pyspark_zip
+
+        compile_pyspark_zip()
+
+
 @pytest.fixture(scope="session")
 def bootstrap(broker: str, request: pytest.FixtureRequest) -> str:
     """``host:port`` of the broker the integration test talks to."""
