@@ -38,7 +38,10 @@ async def test_short_chaos_profile_keeps_every_invariant() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.timeout(480)
-@pytest.mark.xdist_group("kafka3")  # the worker's one 3-node cluster, shared
+# A worker of their own, with a 3-node cluster of its own: the three runs (about 4 min each
+# on a loaded machine) queued behind the other kafka3 tests made that one worker's queue
+# the longest of the parallel run.
+@pytest.mark.xdist_group("kafka3-chaos")
 @pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
 async def test_short_kafka_chaos_profile_keeps_every_invariant(
     kafka_cluster3: KafkaCluster, protocol: str
