@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["GroupTransaction"]
 
 T = TypeVar("T")
+#: A gated iteration yields to the event loop once per this many items handed out.
+_YIELD_EVERY = 128
 
 
 class _Claim:
@@ -128,8 +130,14 @@ class GroupTransaction:
             claim.task.add_done_callback(lambda _: self._went_idle())
         self._claims.add(claim)
         epoch = self.epoch
+        handed = 0
         try:
             async for item in source:
+                handed += 1
+                if handed % _YIELD_EVERY == 0:
+                    # Records already fetched and sends that fit the producer's buffer never
+                    # yield: let the producer's sender and the commit ticker run.
+                    await asyncio.sleep(0)
                 while self._closed:
                     await self._opened.wait()
                 if epoch != self.epoch:
