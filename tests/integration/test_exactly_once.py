@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -167,13 +168,17 @@ async def test_a_second_member_joining_moves_partitions_exactly_once(
 
 
 @KAFKA_ONLY
+@pytest.mark.parametrize("fault", ["sigkill", "zombie"])
 async def test_a_member_killed_mid_transaction_loses_nothing_and_doubles_nothing(
-    bootstrap: str, new_topic: TopicFactory
+    bootstrap: str, new_topic: TopicFactory, fault: str
 ) -> None:
-    """A copier in its own process is SIGKILLed with a transaction open; the surviving
-    member takes its partitions once the coordinator has aborted that transaction (its
-    timeout; KIP-447's stable offset fetch waits for it) and copies on from the last
-    commit: the output holds each input once."""
+    """A copier in its own process is SIGKILLed with a transaction open (``sigkill``), or
+    frozen with SIGSTOP past its session timeout and thawed once its partitions have moved
+    (``zombie``: it wakes inside its transaction, which the coordinator aborted on its
+    timeout and whose generation is over: what it sends and commits after the move is
+    fenced, never visible). The surviving member takes the partitions once that
+    transaction is aborted (KIP-447's stable offset fetch waits for it) and copies on from
+    the last commit: the output holds each input once."""
     source, out = await new_topic(partitions=4), await new_topic(partitions=OUT_PARTITIONS)
     group = unique("eos")
     count = 400
@@ -203,10 +208,20 @@ async def test_a_member_killed_mid_transaction_loses_nothing_and_doubles_nothing
                 if json.loads(line)["copied"] >= 60:
                     break
         survivor = Copier(out)
-        async with copier(bootstrap, group, source, survivor, eos_config()):
+        async with copier(bootstrap, group, source, survivor, eos_config()) as member:
             await wait_for(lambda: survivor.copied >= 1, 60, "the survivor under way")
-            child.kill()  # its transaction is open: a record of it is being handled
-            await child.wait()
+            if fault == "sigkill":
+                child.kill()  # its transaction is open: a record of it is being handled
+                await child.wait()
+            else:
+                child.send_signal(signal.SIGSTOP)
+
+                def owns_all() -> bool:
+                    session = member.session
+                    return session is not None and sum(map(len, session.claims.values())) == 4
+
+                await wait_for(owns_all, 90, "the survivor owning every partition")
+                child.send_signal(signal.SIGCONT)
             # What the child copied but did not commit is read again: wait for the end.
             await committed_through(bootstrap, group, count)
     finally:
