@@ -86,13 +86,10 @@ func produce(op peerio.Options, o *peerio.Out) {
 	o.Flush()
 }
 
-// latency reads with franz-go's defaults (its documentation names no latency setting
-// beyond them: FetchMinBytes 1), the documented PollFetches loop, and logs every record's
-// send time (its value's first 8 bytes, CLOCK_MONOTONIC ns) and arrival (read once per
-// PollFetches answer) to op.Out at stop.
-func latency(op peerio.Options, o *peerio.Out) {
-	o.Event("hello", nil)
-	cl, err := kgo.NewClient(
+// groupOpts are the options of every consumer-group member here: the group, the topic
+// from its start, the session, and an "assigned" event per assignment.
+func groupOpts(op peerio.Options, o *peerio.Out) []kgo.Opt {
+	return []kgo.Opt{
 		kgo.SeedBrokers(op.Bootstrap...),
 		kgo.ClientID(op.ClientID),
 		kgo.ConsumerGroup(op.Group),
@@ -103,7 +100,16 @@ func latency(op peerio.Options, o *peerio.Out) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			o.Event("assigned", map[string]any{"parts": parts(m), "generation": generation(cl)})
 		}),
-	)
+	}
+}
+
+// latency reads with franz-go's defaults (its documentation names no latency setting
+// beyond them: FetchMinBytes 1), the documented PollFetches loop, and logs every record's
+// send time (its value's first 8 bytes, CLOCK_MONOTONIC ns) and arrival (read once per
+// PollFetches answer) to op.Out at stop.
+func latency(op peerio.Options, o *peerio.Out) {
+	o.Event("hello", nil)
+	cl, err := kgo.NewClient(groupOpts(op, o)...)
 	if err != nil {
 		log.Fatalf("franz-peer: %v", err)
 	}
@@ -161,22 +167,12 @@ func main() {
 	o := peerio.NewOut()
 	o.Event("hello", nil)
 
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(op.Bootstrap...),
-		kgo.ClientID(op.ClientID),
-		kgo.ConsumerGroup(op.Group),
-		kgo.ConsumeTopics(op.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(op.SessionTimeout),
-		kgo.HeartbeatInterval(op.Heartbeat),
+	opts := append(groupOpts(op, o),
 		kgo.RebalanceTimeout(op.RebalanceTimeout),
 		kgo.Balancers(balancer),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(op.CommitInterval),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
-			o.Event("assigned", map[string]any{"parts": parts(m), "generation": generation(cl)})
-		}),
+		kgo.FetchMaxWait(100*time.Millisecond),
 		// Our own revoke callback replaces franz-go's default one, which commits: keep that.
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			if err := cl.CommitMarkedOffsets(ctx); err != nil {
@@ -187,7 +183,7 @@ func main() {
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			o.Event("lost", map[string]any{"parts": parts(m), "generation": generation(cl)})
 		}),
-	}
+	)
 	if op.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(op.InstanceID))
 	}

@@ -282,16 +282,7 @@ public final class JavaPeer {
         Thread.currentThread().interrupt();
       }
     }));
-    Thread stdin = new Thread(() -> {
-      try {
-        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
-      } catch (IOException e) {
-        // closed: stop as well
-      }
-      consumer.wakeup();
-    });
-    stdin.setDaemon(true);
-    stdin.start();
+    wakeOnStdin(consumer::wakeup);
 
     ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
       @Override
@@ -453,16 +444,7 @@ public final class JavaPeer {
         Thread.currentThread().interrupt();
       }
     }));
-    Thread stdin = new Thread(() -> {
-      try {
-        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
-      } catch (IOException e) {
-        // closed: stop as well
-      }
-      consumer.wakeup();
-    });
-    stdin.setDaemon(true);
-    stdin.start();
+    wakeOnStdin(consumer::wakeup);
     long count = 0;
     long nFirst = 0;
     double cpuFirst = 0;
@@ -537,16 +519,7 @@ public final class JavaPeer {
     p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, ms(o, "session-timeout", "6"));
     p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, ms(o, "heartbeat", "1"));
     KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
-    Thread stdin = new Thread(() -> {
-      try {
-        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
-      } catch (IOException e) {
-        // closed: stop as well
-      }
-      consumer.wakeup();
-    });
-    stdin.setDaemon(true);
-    stdin.start();
+    wakeOnStdin(consumer::wakeup);
     long[] pairs = new long[1 << 20];
     int n = 0;
     event("start", "");
@@ -586,6 +559,20 @@ public final class JavaPeer {
     event("result", "\"count\":" + n / 2 + ",\"records\":" + n / 2 + "," + usage());
     consumer.close();
     event("closed", "");
+  }
+
+  /** Calls {@code wakeup} once a line arrives on stdin, or stdin closes: the harness's stop. */
+  private static void wakeOnStdin(Runnable wakeup) {
+    Thread stdin = new Thread(() -> {
+      try {
+        new InputStreamReader(System.in, StandardCharsets.UTF_8).read();
+      } catch (IOException e) {
+        // closed: stop as well
+      }
+      wakeup.run();
+    });
+    stdin.setDaemon(true);
+    stdin.start();
   }
 
   /** Entry point: see {@link #USAGE}. */
