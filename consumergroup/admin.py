@@ -45,6 +45,7 @@ from .net.protocol import (
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     OffsetFetchRequest,
+    offset_fetch_topics,
 )
 from .retry import COORDINATOR_LOST, retrying
 
@@ -338,10 +339,11 @@ class ClusterAdmin(AsyncResource):
         async def attempt() -> dict[TopicPartition, int]:
             conn = await self.client.coordinator(group)
             resp = await conn.send(OffsetFetchRequest(group, topics))
-            raise_for_code(getattr(resp, "error_code", 0), f"OffsetFetch for group {group!r}")
+            top, fetched = offset_fetch_topics(resp)
+            raise_for_code(top, f"OffsetFetch for group {group!r}")
             out: dict[TopicPartition, int] = {}
-            for topic, parts in resp.topics:
-                for partition, offset, _metadata, code in parts:
+            for topic, parts in fetched:
+                for partition, offset, _metadata, code, _epoch in parts:
                     raise_for_code(code, f"OffsetFetch {topic}/{partition}")
                     if offset >= 0:
                         out[(topic, partition)] = offset

@@ -148,7 +148,9 @@ class BrokerConsumer:
         self._session_conn: BrokerConnection | None = None
         # partition -> (fetch offset, leader epoch of the batch just before it): sent as
         # last_fetched_epoch (Fetch v12+) while the partition's position is still that
-        # offset (a seek or a reset makes it unknown). run() only.
+        # offset (a seek or a reset makes it unknown). Seeded from the partition's own
+        # ``fetched_epoch`` when it is subscribed here (a committed epoch, or what the
+        # last broker it was fetched from learnt) and kept equal to it. run() only.
         self._epochs: dict[PartitionConsumer, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
@@ -181,6 +183,8 @@ class BrokerConsumer:
                 if old is not None:  # closed: a new consumer of the partition replaces it
                     self._drop(old, None)
                 self._subs[(pc.topic, pc.partition)] = pc
+                if pc.fetched_epoch is not None:
+                    self._epochs[pc] = pc.fetched_epoch
                 if pc._read_replica == self.node_id:
                     self._lease_end = min(self._lease_end, pc._read_replica_until)
 
@@ -455,11 +459,7 @@ class BrokerConsumer:
                     self._grow(pc, records)
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
-                if v12:
-                    self._epochs[pc] = (
-                        scanned.next_offset,
-                        _epoch_before(records, scanned.next_offset),
-                    )
+                self._learn(pc, scanned.next_offset, _note_epochs(pc, records, scanned.next_offset))
                 pc._deliver(scanned)
                 delivered += 1
                 fetched_records += scanned.count
@@ -537,6 +537,7 @@ class BrokerConsumer:
         """
         epoch, end = p[_DIVERGING_AT]
         self._epochs.pop(pc, None)
+        pc.fetched_epoch = None
         fetched = pc._offset
         if end < 0 or epoch < 0:
             log.warning(
@@ -551,7 +552,7 @@ class BrokerConsumer:
             self._out_of_range(pc, p, version)
             return
         if end >= fetched:  # not truncated below what we fetched: carry on from here
-            self._epochs[pc] = (fetched, epoch)
+            self._learn(pc, fetched, epoch)
             return
         handed = pc.position
         if reset_policy(self._config) == "error":
@@ -581,7 +582,16 @@ class BrokerConsumer:
         )
         pc.seek(target)
         if target == end:
-            self._epochs[pc] = (end, epoch)
+            self._learn(pc, end, epoch)
+
+    def _learn(self, pc: PartitionConsumer, offset: int, epoch: int) -> None:
+        """The batch that ends at ``offset`` has leader ``epoch`` (-1: unknown): the next
+        fetch from ``offset`` names it, here or from the next broker that has ``pc``."""
+        known = pc.fetched_epoch = (offset, epoch) if epoch >= 0 else None
+        if known is None:
+            self._epochs.pop(pc, None)
+        else:
+            self._epochs[pc] = known
 
     def _out_of_range(self, pc: PartitionConsumer, p: Any, version: int) -> None:
         """OFFSET_OUT_OF_RANGE: apply ``consumer.offsets.reset`` (sarama's ResetInvalidOffsets)."""
@@ -629,19 +639,24 @@ def _rotate(items: list[PartitionConsumer], cursor: int, n: int) -> list[Partiti
     return (items[start:] + items[:start])[:n]
 
 
-def _epoch_before(records: Any, next_offset: int) -> int:
-    """The leader epoch of the record batch that ends at ``next_offset`` (-1: unknown).
+def _note_epochs(pc: PartitionConsumer, records: Any, next_offset: int) -> int:
+    """Note the leader epochs of the record batches in ``records`` on ``pc`` (what its
+    commits carry), and return the epoch of the batch that ends at ``next_offset``
+    (-1: unknown).
 
     That is the ``last_fetched_epoch`` of the next Fetch (v12+): with it the leader
     checks that our log and its own agree up to ``next_offset`` (KIP-320). Batch
     headers only: one unpack per batch.
     """
     pos, end = 0, len(records)
+    last = -1
     while end - pos >= _BATCH_HEAD.size:
         base, length, epoch, magic, _, _, last_delta = _BATCH_HEAD.unpack_from(records, pos)
-        if magic == 2 and base + last_delta + 1 == next_offset:
-            return int(epoch)
+        if magic == 2 and base + last_delta < next_offset:
+            pc._note_epoch(base, epoch)
+            if base + last_delta + 1 == next_offset:
+                last = int(epoch)
         if length <= 0:
             break
         pos += 12 + length
-    return -1
+    return last

@@ -96,7 +96,10 @@ class Consumer(AsyncResource):
         return consumers[(topic, partition)]
 
     async def consume_partitions(
-        self, wanted: Mapping[TopicPartition, int], paused: Collection[TopicPartition] = ()
+        self,
+        wanted: Mapping[TopicPartition, int],
+        paused: Collection[TopicPartition] = (),
+        epochs: Mapping[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, PartitionConsumer]:
         """Start many partitions at once (offsets resolved in one request per leader).
 
@@ -106,6 +109,11 @@ class Consumer(AsyncResource):
         ``paused`` start paused: not one fetch is sent for them before ``resume()``.
         ``paused`` is read when the consumers are created (after the offsets are
         resolved), and from then on each is reachable by :meth:`partition_consumer`.
+        ``epochs`` gives the leader epoch of the record before an explicit offset (a
+        committed one's, KIP-320): the first fetch has the broker check the log still
+        agrees up to there, and a truncated log is handled as any fetch finds one (the
+        divergence point, or the partition fails under ``"error"``); the broker also
+        answers such an offset out of range, so it is not range-checked beforehand.
         """
         self._check_new(wanted)
         warn_if_pure_python()
@@ -117,7 +125,10 @@ class Consumer(AsyncResource):
                         f"topic {topic!r} has no partition {partition}: it has "
                         f"{len(parts)} (0..{len(parts) - 1})"
                     )
-        offsets, failed = await resolve_start_offsets(self._client, self.config, wanted)
+        epochs = {tp: e for tp, e in (epochs or {}).items() if e >= 0 and wanted.get(tp, -1) >= 0}
+        offsets, failed = await resolve_start_offsets(
+            self._client, self.config, wanted, validated=epochs
+        )
         self._check_new(wanted)  # a concurrent call may have taken one meanwhile
         out: dict[TopicPartition, PartitionConsumer] = {}
         for (topic, partition), offset in {**offsets, **{tp: wanted[tp] for tp in failed}}.items():
@@ -133,6 +144,8 @@ class Consumer(AsyncResource):
                 bounds=self._bounds,
                 refused=self._report,
             )
+            if (epoch := epochs.get((topic, partition), -1)) >= 0:
+                pc.epoch_before_start(epoch)
             self._partitions[(topic, partition)] = pc
             out[(topic, partition)] = pc
         for tp, error in failed.items():

@@ -62,6 +62,11 @@ class Consumed:
         self.bytes = 0
 
 
+#: How many leader-epoch changes a partition consumer remembers (they are rare: one per
+#: leader election while it reads).
+_EPOCH_CHANGES = 16
+
+
 class PartitionConsumer:
     """Reads one partition from a starting offset (sarama's ``PartitionConsumer``).
 
@@ -98,6 +103,17 @@ class PartitionConsumer:
         # partition; cleared by the Consumer when it routes the partition to its leader.
         self._read_replica = -1
         self._read_replica_until = 0.0
+        # KIP-320. (fetch offset, leader epoch of the record batch that ends there): sent
+        # as last_fetched_epoch while the fetch position is that offset, so the broker
+        # checks our log agrees with its own up to it. Set from a committed epoch before
+        # the first fetch, then by whichever fetch task has the partition: it survives a
+        # move to another leader, whose first fetch validates the position.
+        self.fetched_epoch: tuple[int, int] | None = None
+        # (first offset, leader epoch) where the epoch of the batches fetched changed, in
+        # the order learnt (at most _EPOCH_CHANGES): the epoch a commit of an offset
+        # carries. Fetch task writes, the group's commits read; a seek drops those at and
+        # past its offset.
+        self._epoch_changes: list[tuple[int, int]] = []
         self.high_water_mark_offset = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
@@ -383,8 +399,31 @@ class PartitionConsumer:
     def seek(self, offset: int) -> None:
         """Move the fetch position and drop what is buffered (used on out-of-range resets)."""
         self._offset = offset
+        self._epoch_changes = [c for c in self._epoch_changes if c[0] < offset]
         self._drop_buffer()
         self._wake_fetcher()
+
+    def epoch_before_start(self, epoch: int) -> None:
+        """The record before the start offset has leader ``epoch`` (a commit says so):
+        the first fetch names it, and a commit of the start offset carries it."""
+        self.fetched_epoch = (self.start_offset, epoch)
+        self._note_epoch(self.start_offset - 1, epoch)
+
+    def _note_epoch(self, first_offset: int, epoch: int) -> None:
+        """A fetched batch from ``first_offset`` on has leader epoch ``epoch``."""
+        changes = self._epoch_changes
+        if not changes or changes[-1][1] != epoch:
+            changes.append((first_offset, epoch))
+            if len(changes) > _EPOCH_CHANGES:
+                del changes[0]
+
+    def leader_epoch_of(self, offset: int) -> int:
+        """The leader epoch of the record at ``offset`` as fetched (-1: unknown), what a
+        commit of ``offset + 1`` carries (KIP-320)."""
+        for first, epoch in reversed(self._epoch_changes):
+            if first <= offset:
+                return epoch
+        return -1
 
     def _drop_buffer(self) -> None:
         self._chunks.clear()

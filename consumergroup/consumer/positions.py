@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
@@ -229,16 +229,20 @@ async def resolve_offsets(
 
 
 async def resolve_start_offsets(
-    client: Client, config: Config, wanted: Mapping[TopicPartition, int]
+    client: Client,
+    config: Config,
+    wanted: Mapping[TopicPartition, int],
+    validated: Collection[TopicPartition] = (),
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, ConsumerError]]:
-    """:func:`resolve_offsets`, plus the range check of explicit offsets.
+    """:func:`resolve_offsets`, plus the range check of explicit offsets (but those of
+    ``validated``: their first fetch checks them by leader epoch, and range).
 
     Returns ``(offsets, failed)``: an invalid explicit offset is replaced by the
     oldest or newest offset per ``consumer.offsets.reset``, or, under the
     ``"error"`` policy, left out of ``offsets`` and reported in ``failed``.
     """
     offsets = await resolve_offsets(client, config, wanted)
-    explicit = {tp: off for tp, off in wanted.items() if off >= 0}
+    explicit = {tp: off for tp, off in wanted.items() if off >= 0 and tp not in validated}
     if not explicit:
         return offsets, {}
     invalid = await _outside(client, config, explicit)

@@ -543,12 +543,16 @@ class ConsumerGroup(AsyncResource):
         (``offsets.initial`` where none), each registered with ``offsets`` at its resolved
         start; also the partitions left out because this member's metadata does not show
         them yet."""
-        committed = await offsets.fetch_committed(assigned)
+        fetched = await offsets.fetch_committed_epochs(assigned)
+        committed = {tp: (offset, metadata) for tp, (offset, metadata, _) in fetched.items()}
         initial = self.config.consumer.offsets.initial
         wanted = {
             tp: committed[tp][0] if committed.get(tp, (-1, ""))[0] >= 0 else initial
             for tp in assigned
         }
+        # KIP-320: a committed offset's leader epoch has its first fetch check the log
+        # was not truncated below it meanwhile (an unclean leader election).
+        epochs = {tp: fetched[tp][2] for tp in wanted if tp in fetched}
 
         # The leader may have seen newer metadata than this member: catch up, and leave
         # out (then rejoin for) any partition this member still cannot see.
@@ -562,7 +566,9 @@ class ConsumerGroup(AsyncResource):
             for tp in unknown:
                 del wanted[tp]
         try:
-            pcs = await self._consumer.consume_partitions(wanted, paused=self._paused)
+            pcs = await self._consumer.consume_partitions(
+                wanted, paused=self._paused, epochs=epochs
+            )
         except BaseException:
             for pc in self._consumer.consuming():
                 if (pc.topic, pc.partition) in wanted:
@@ -572,7 +578,11 @@ class ConsumerGroup(AsyncResource):
         # not at its fetch position: routing the others may have waited (a leaderless
         # partition) while this one was fetched, and a first mark past what the handler
         # saw would skip records.
-        offsets.assign(committed, {tp: pc.start_offset for tp, pc in pcs.items()})
+        offsets.assign(
+            committed,
+            {tp: pc.start_offset for tp, pc in pcs.items()},
+            {tp: pc.leader_epoch_of for tp, pc in pcs.items()},
+        )
         return pcs, unknown
 
     def _adopt_runaway(self, task: asyncio.Task[None]) -> None:

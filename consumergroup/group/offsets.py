@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -163,6 +163,10 @@ class OffsetManager:
         # Where each owned partition is read again from after a transaction aborts: its
         # start, then each offset committed (assign/acknowledge/release write it).
         self._rewind_to: dict[TopicPartition, int] = {}
+        # Per owned partition: the leader epoch of the record at an offset, as fetched
+        # (-1: unknown), what a commit of the offset after it carries (KIP-320). Written
+        # with the positions (assign, release); a partition without one commits none.
+        self._epoch_of: dict[TopicPartition, Callable[[int], int]] = {}
 
     # -------------------------------------------------------------- fetch / assign
 
@@ -170,13 +174,21 @@ class OffsetManager:
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[int, str]]:
         """OffsetFetch: ``{tp: (offset, metadata)}``; offset -1 where nothing is committed."""
+        fetched = await self.fetch_committed_epochs(partitions)
+        return {tp: (offset, metadata) for tp, (offset, metadata, _) in fetched.items()}
+
+    async def fetch_committed_epochs(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, str, int]]:
+        """OffsetFetch: ``{tp: (offset, metadata, leader epoch)}``; offset -1 where nothing
+        is committed, epoch -1 where none was (or the broker's version has none)."""
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         if not by_topic:
             return {}
 
-        async def attempt() -> dict[TopicPartition, tuple[int, str]]:
+        async def attempt() -> dict[TopicPartition, tuple[int, str, int]]:
             conn = await self._client.coordinator(self.group, _PURPOSE)
             member = self._member_fetch
             resp = await conn.send(
@@ -191,12 +203,12 @@ class OffsetManager:
             top, topics = offset_fetch_topics(resp)
             if top:
                 raise error_for_code(top)(f"OffsetFetch for group {self.group!r}")
-            out: dict[TopicPartition, tuple[int, str]] = {}
+            out: dict[TopicPartition, tuple[int, str, int]] = {}
             for topic, parts in topics:
-                for partition, offset, metadata, code in parts:
+                for partition, offset, metadata, code, epoch in parts:
                     if code:
                         raise error_for_code(code)(f"OffsetFetch {topic}/{partition}")
-                    out[(topic, partition)] = (offset, metadata or "")
+                    out[(topic, partition)] = (offset, metadata or "", epoch)
             return out
 
         # Stable offsets (KIP-447; Java's consumer always asks for them): Kafka's
@@ -224,14 +236,26 @@ class OffsetManager:
                 retries -= 1
 
     def assign(
-        self, committed: dict[TopicPartition, tuple[int, str]], start: dict[TopicPartition, int]
+        self,
+        committed: dict[TopicPartition, tuple[int, str]],
+        start: dict[TopicPartition, int],
+        epoch_of: Mapping[TopicPartition, Callable[[int], int]] | None = None,
     ) -> None:
-        """Own these partitions from now on; ``start`` is where consumption begins."""
+        """Own these partitions from now on; ``start`` is where consumption begins.
+        ``epoch_of``: per partition, the leader epoch of the record at an offset (its
+        partition consumer's), which commits carry."""
         self._marks.forget()
         for tp, offset in start.items():
             done, metadata = committed.get(tp, (-1, ""))
             self._positions[tp] = _Position(*tp, done, offset - 1, metadata)
             self._rewind_to[tp] = offset
+        self._epoch_of.update(epoch_of or {})
+
+    def track_epochs(self, tp: TopicPartition, epoch_of: Callable[[int], int]) -> None:
+        """From now on commits of ``tp`` carry the leader epochs ``epoch_of`` gives (a
+        restarted claim's new partition consumer); ignored for a partition not owned."""
+        if tp in self._positions:
+            self._epoch_of[tp] = epoch_of
 
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget partitions the member no longer owns (after the final commit)."""
@@ -239,6 +263,7 @@ class OffsetManager:
         for tp in partitions:
             self._positions.pop(tp, None)
             self._rewind_to.pop(tp, None)
+            self._epoch_of.pop(tp, None)
 
     def owned(self) -> list[TopicPartition]:
         """Partitions currently tracked."""
@@ -337,6 +362,7 @@ class OffsetManager:
             for (topic, partition), (offset, metadata) in dirty.items():
                 by_topic.setdefault(topic, []).append((partition, offset, metadata))
             retention = self._config.consumer.offsets.retention
+            epoch_of = self._epoch_of
             request = OffsetCommitRequest(
                 self.group,
                 self.generation_id,
@@ -344,6 +370,11 @@ class OffsetManager:
                 int(retention * 1000) if retention > 0 else -1,
                 list(by_topic.items()),
                 self.instance_id,
+                leader_epochs={
+                    tp: epoch_of[tp](offset - 1)
+                    for tp, (offset, _) in dirty.items()
+                    if tp in epoch_of
+                },
             )
 
             async def attempt() -> None:

@@ -645,9 +645,14 @@ class Reconciler:
                     delay,
                     self._offsets.marked(*tp),
                 )
+            # The leader epoch of the record before the mark (KIP-320): the first fetch
+            # checks the log was not truncated below it meanwhile.
+            mark = self._offsets.marked(*tp)
+            old = self._owned.get(tp)
+            epoch = old.leader_epoch_of(mark - 1) if old is not None else -1
             try:
                 pcs = await self._consumer.consume_partitions(
-                    {tp: self._offsets.marked(*tp)}, paused=self._paused
+                    {tp: mark}, paused=self._paused, epochs={tp: epoch}
                 )
             except ConsumerGroupError as exc:
                 what = f"could not be restarted ({exc})"
@@ -657,6 +662,7 @@ class Reconciler:
                 pc.stop()
                 return None
             self._owned[tp] = pc
+            self._offsets.track_epochs(tp, pc.leader_epoch_of)
             return pc
 
 

@@ -24,6 +24,8 @@ raises :class:`~consumergroup.errors.UnsupportedVersionError` saying what to do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aiokafka.protocol.api import Request, RequestStruct
 from aiokafka.protocol.commit import (
     OffsetCommitRequest_v2,
@@ -220,7 +222,9 @@ class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
     """OffsetCommit v2-v9, with aiokafka's argument order plus ``group_instance_id``.
 
     ``topics``: ``[(topic, [(partition, offset, metadata)])]``. A KIP-848 member passes
-    its member epoch as ``consumer_group_generation_id``. The response's ``topics`` are
+    its member epoch as ``consumer_group_generation_id``. ``leader_epochs``: per
+    partition, the leader epoch of the record before the committed offset (KIP-320;
+    v6+), -1 where unknown. The response's ``topics`` are
     ``[(topic, [(partition, error_code, ...)], ...)]`` (flexible versions add tagged
     fields at the end of each).
     """
@@ -237,6 +241,7 @@ class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
         retention_time: int,
         topics: list[tuple[str, list[tuple[int, int, str]]]],
         group_instance_id: str | None = None,
+        leader_epochs: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         self._group = consumer_group
         self._generation_id = consumer_group_generation_id
@@ -244,6 +249,7 @@ class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
         self._retention_time = retention_time
         self._topics = topics
         self._instance_id = group_instance_id
+        self._epochs = leader_epochs or {}
 
     def build(self, request_struct_class: type[RequestStruct]) -> RequestStruct:
         """The struct for the negotiated version (see the module docstring for the changes)."""
@@ -254,9 +260,16 @@ class OffsetCommitRequest(Request[RequestStruct]):  # type: ignore[misc]
             return request_struct_class(*head, self._retention_time, self._topics)
         if version == 5:
             return request_struct_class(*head, self._topics)
-        # v6+: no leader epoch is tracked, so every partition commits NO_LEADER_EPOCH.
+        # v6+: each partition's leader epoch, NO_LEADER_EPOCH where unknown.
+        epochs = self._epochs
         with_epoch = [
-            (topic, [(p, offset, NO_LEADER_EPOCH, meta) for p, offset, meta in parts])
+            (
+                topic,
+                [
+                    (p, offset, epochs.get((topic, p), NO_LEADER_EPOCH), meta)
+                    for p, offset, meta in parts
+                ],
+            )
             for topic, parts in self._topics
         ]
         if version == 6:

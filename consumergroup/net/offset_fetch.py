@@ -15,9 +15,10 @@ message definition (``OffsetFetchRequest.json``; flexible since v6):
   answers UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction has committed
   but not yet decided, instead of the offset before it.
 
-A request without a member goes at v1-v3, as it always did (every broker, Tansu
-included, answers those), or at v7 when it asks for stable offsets; one with a member
-goes at v9, which every broker offering the consumer group protocol has.
+A request without a member goes at v7 where the broker offers it (its answer carries
+the committed leader epochs, KIP-320), else at v1-v3 (every broker, Tansu included,
+answers those); one with a member goes at v9, which every broker offering the consumer
+group protocol has.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from .flexible import STR, request_version, struct, tagged
 
 __all__ = ["OffsetFetchRequest", "offset_fetch_topics"]
 
-#: ``[(topic, [(partition, committed offset, metadata, error code)])]``
-FetchedTopics = list[tuple[str, list[tuple[int, int, str | None, int]]]]
+#: ``[(topic, [(partition, committed offset, metadata, error code, leader epoch)])]``
+FetchedTopics = list[tuple[str, list[tuple[int, int, str | None, int, int]]]]
 
 _REQUEST_V9 = Schema(
     *tagged(
@@ -117,7 +118,7 @@ _CLASSIC: tuple[type[RequestStruct], ...] = (
 class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
     """The committed offsets of ``partitions`` (``[(topic, [partition, ...])]``) in
     ``consumer_group``. With ``member_id`` (a KIP-848 member) the request carries it and
-    ``member_epoch`` and goes at v9; without, at v1-v3. Read the answer with
+    ``member_epoch`` and goes at v9; without, at v7 (or v1-v3). Read the answer with
     :func:`offset_fetch_topics`."""
 
     API_KEY = 9
@@ -138,13 +139,14 @@ class OffsetFetchRequest(Request[RequestStruct]):  # type: ignore[misc]
         self.require_stable = require_stable
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> RequestStruct:
-        """v9 for a member, v7 for stable offsets (below it, where the broker has no v7,
-        the offsets are read as they are: such a broker predates KIP-447's transactions),
-        else the highest of v1-v3 the broker offers."""
+        """v9 for a member, else v7 where the broker offers it (the committed leader
+        epochs, KIP-320, and stable offsets when asked for), else the highest of v1-v3
+        the broker offers (without v7 stable offsets are read as they are: such a broker
+        predates KIP-447's transactions)."""
         low, high = versions.get(self.API_KEY, (0, -1))
         if self.member_id is not None:
             candidates: tuple[type[RequestStruct], ...] = (_V9,)
-        elif self.require_stable and low <= 7 <= high:
+        elif low <= 7 <= high:
             candidates = (_V7,)
         else:
             candidates = _CLASSIC
@@ -187,16 +189,21 @@ OffsetFetchRequest._CLASSES = (*_CLASSIC, _V7, _V9)
 
 def offset_fetch_topics(response: Any) -> tuple[int, FetchedTopics]:
     """An OffsetFetch answer of any version as ``(error code, topics)``: the top-level
-    code (v2-v7) or the group's (v8+; the request asked for one group)."""
+    code (v2-v7) or the group's (v8+; the request asked for one group). Each partition
+    is ``(partition, offset, metadata, error code, committed leader epoch)``, the epoch
+    -1 below v5 (none was committed, or the version has none)."""
     if response.API_VERSION == 7:
         return response.error_code, [
-            (name, [(p, offset, metadata, err) for p, offset, _epoch, metadata, err, _ in parts])
+            (name, [(p, offset, meta, err, epoch) for p, offset, epoch, meta, err, _ in parts])
             for name, parts, _ in response.topics
         ]
     if response.API_VERSION < 8:
-        return getattr(response, "error_code", 0), response.topics
+        return getattr(response, "error_code", 0), [
+            (name, [(p, offset, meta, err, -1) for p, offset, meta, err in parts])
+            for name, parts in response.topics
+        ]
     _group_id, topics, code, _tags = response.groups[0]
     return code, [
-        (name, [(p, offset, metadata, err) for p, offset, _epoch, metadata, err, _ in parts])
+        (name, [(p, offset, meta, err, epoch) for p, offset, epoch, meta, err, _ in parts])
         for name, parts, _ in topics
     ]

@@ -864,13 +864,13 @@ async def committed_offsets(client: Client, group: str, topic: str) -> dict[int,
     except ConsumerGroupError:
         client.invalidate_coordinator(group)
         raise
-    code, topics = offset_fetch_topics(resp)  # v7 when stable offsets are asked for
+    code, topics = offset_fetch_topics(resp)  # v7 where the broker offers it
     if code:
         client.invalidate_coordinator(group)
         raise cg.ConsumerGroupError(f"OffsetFetch answered error {code}")
     out: dict[int, int] = {}
     for _topic, parts in topics:
-        for partition, offset, _metadata, code in parts:
+        for partition, offset, _metadata, code, _epoch in parts:
             if not code:
                 out[partition] = offset
     return out

@@ -534,3 +534,30 @@ def test_a_replica_lease_still_running_is_kept() -> None:
     h.bc._end_leases()
     assert h.subscribed() and not h.relocated
     assert h.bc._lease_end == h.pc._read_replica_until
+
+
+def epoch_batch(base: int, count: int, epoch: int) -> bytes:
+    """:func:`batch` written by a leader of ``epoch`` (the header's partition leader epoch,
+    outside the CRC)."""
+    data = bytearray(batch(base, count))
+    struct.pack_into(">i", data, 12, epoch)
+    return bytes(data)
+
+
+async def test_leader_epochs_are_noted_for_commits_and_go_with_the_partition() -> None:
+    """KIP-320: each record's leader epoch is known for a commit; the (position, epoch)
+    pair stays on the partition, so the fetch task of its next leader names it (the new
+    leader validates the position); a seek back forgets what lies past it."""
+    h = Harness(cg.Config())
+    h.handle(epoch_batch(0, 5, 3) + epoch_batch(5, 5, 3) + epoch_batch(10, 5, 4))
+    assert [h.pc.leader_epoch_of(o) for o in (0, 9, 10, 14)] == [3, 3, 4, 4]
+    assert h.pc.fetched_epoch == (15, 4) and h.bc._epochs[h.pc] == (15, 4)
+    h.bc._drop(h.pc, None)  # a leader change: the partition leaves this broker
+    other = BrokerConsumer(
+        1, h.client, h.config, lambda pc, err: None, lambda bc: None, relocate=lambda pc, n: None
+    )
+    other.subscribe(h.pc)
+    other._take_new()
+    assert other._epochs[h.pc] == (15, 4)
+    h.pc.seek(10)
+    assert h.pc._epoch_changes == [(0, 3)] and h.pc.leader_epoch_of(9) == 3

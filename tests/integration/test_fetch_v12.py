@@ -135,3 +135,21 @@ async def test_a_diverging_epoch_at_the_position_is_sent_and_fetching_resumes() 
         async with asyncio.timeout(20):
             assert [m.offset async for m in _take(pcs[0], 5)] == list(range(70, 75))
         assert any(f.epochs.get((TOPIC, 0)) == 1 and not f.full for f in broker.fetches)
+
+
+async def test_an_epoch_given_with_a_start_offset_goes_with_the_first_fetch() -> None:
+    """KIP-320 on resume (a committed offset and its epoch): the first fetch names the
+    epoch; the log was truncated below the offset meanwhile, past the new log's end too,
+    so the partition resumes at the divergence point (not at a range reset)."""
+    broker = SessionBroker(TOPIC, 1, 20, fetch_versions=(5, 12))
+    broker.truncate(0, 10, 5)  # epoch 1 ends at 10; epoch 2 wrote 10..14
+    config = cg.Config(client_id="test-v12")
+    config.consumer.max_wait_time = 0.05
+    async with broker, cg.Consumer([broker.address], config) as consumer:
+        pcs = await consumer.consume_partitions({(TOPIC, 0): 18}, epochs={(TOPIC, 0): 1})
+        async with asyncio.timeout(20):
+            got = [m async for m in _take(pcs[(TOPIC, 0)], 5)]
+    assert [m.offset for m in got] == list(range(10, 15))
+    assert all(m.value == f"0:{m.offset}:e2".encode() for m in got)
+    first = next(f for f in broker.fetches if (TOPIC, 0) in f.epochs)
+    assert first.epochs[(TOPIC, 0)] == 1

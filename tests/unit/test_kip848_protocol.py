@@ -281,6 +281,23 @@ def test_offset_commit_flexible_versions(version: int) -> None:
     assert (topic, partition_id, code) == ("t", 0, 113)
 
 
+@pytest.mark.parametrize("version", [6, 7, 8])
+def test_offset_commit_carries_each_partitions_leader_epoch(version: int) -> None:
+    """KIP-320: the epoch given for a partition, -1 for one without."""
+    topics = [("t", [(0, 42, ""), (1, 7, "")])]
+    request = OffsetCommitRequest("g", 1, "m", -1, topics, leader_epochs={("t", 0): 5})
+    encoded = at(request, version).encode()
+    if version < 8:
+        parts = i32(0) + i64(42) + i32(5) + i16(0) + i32(1) + i64(7) + i32(-1) + i16(0)
+        assert encoded.endswith(i32(2) + parts)
+    else:
+        parts = [
+            i32(0) + i64(42) + i32(5) + cstr("") + TAGS,
+            i32(1) + i64(7) + i32(-1) + cstr("") + TAGS,
+        ]
+        assert encoded.endswith(carray([cstr("t") + carray(parts) + TAGS]) + TAGS)
+
+
 # --- OffsetFetch v9 (and the classic v1-v3) ---------------------------------------------------
 
 KAFKA_4_OFFSET_FETCH = {9: (1, 10)}  # what Apache Kafka 4.x advertises
@@ -296,10 +313,24 @@ def test_offset_fetch_v9_carries_member_id_and_epoch() -> None:
     assert struct_.encode() == carray([group]) + i8(0) + TAGS  # require_stable false
 
 
-def test_offset_fetch_without_a_member_stays_classic() -> None:
+def test_offset_fetch_without_a_member_goes_at_v7_for_the_leader_epochs() -> None:
+    """v7 where offered (its answer carries each committed leader epoch), else v1-v3."""
     struct_ = prepare(OffsetFetchRequest("g", [("t", [0])]), KAFKA_4_OFFSET_FETCH, "b:9092")
-    assert struct_.API_VERSION == 3
-    assert struct_.encode() == i16(1) + b"g" + i32(1) + i16(1) + b"t" + i32(1) + i32(0)
+    assert struct_.API_VERSION == 7
+    assert struct_.encode() == cstr("g") + carray([cstr("t") + carray([i32(0)]) + TAGS]) + (
+        i8(0) + TAGS  # require_stable false
+    )
+    old = prepare(OffsetFetchRequest("g", [("t", [0])]), {9: (1, 6)}, "b:9092")
+    assert old.API_VERSION == 3
+    assert old.encode() == i16(1) + b"g" + i32(1) + i16(1) + b"t" + i32(1) + i32(0)
+
+
+def test_offset_fetch_v7_response_carries_the_leader_epochs() -> None:
+    struct_ = at(OffsetFetchRequest("g", [("t", [0])]), 7)
+    partition = i32(0) + i64(42) + i32(5) + cstr("meta") + i16(0) + TAGS
+    topic = cstr("t") + carray([partition]) + TAGS
+    resp = decode(struct_, i32(0) + carray([topic]) + i16(0) + TAGS)
+    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0, 5)])])
 
 
 def test_offset_fetch_with_a_member_needs_v9() -> None:
@@ -316,7 +347,7 @@ def test_offset_fetch_v9_response() -> None:
     ]
     group = cstr("g") + carray([cstr("t") + carray(partitions) + TAGS]) + i16(0) + TAGS
     resp = decode(struct_, i32(0) + carray([group]) + TAGS)
-    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0), (1, -1, None, 0)])])
+    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0, 5), (1, -1, None, 0, -1)])])
     # A stale epoch is the group's error (113), with no topics.
     stale = decode(struct_, i32(0) + carray([cstr("g") + carray([]) + i16(113) + TAGS]) + TAGS)
     assert offset_fetch_topics(stale) == (113, [])
@@ -326,4 +357,4 @@ def test_offset_fetch_v3_response() -> None:
     struct_ = at(OffsetFetchRequest("g", [("t", [0])]), 3)
     partition = i32(0) + i64(42) + i16(4) + b"meta" + i16(0)
     resp = decode(struct_, i32(0) + i32(1) + i16(1) + b"t" + i32(1) + partition + i16(0))
-    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0)])])
+    assert offset_fetch_topics(resp) == (0, [("t", [(0, 42, "meta", 0, -1)])])
