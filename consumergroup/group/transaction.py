@@ -64,9 +64,9 @@ class _Claim:
         self.task = task
         self.busy = False
 
-    def holds(self, caller: asyncio.Task[Any] | None) -> bool:
+    def holds(self, committing: set[asyncio.Task[Any] | None]) -> bool:
         task = self.task
-        return self.busy and task is not caller and (task is None or not task.done())
+        return self.busy and task not in committing and (task is None or not task.done())
 
 
 class GroupTransaction:
@@ -102,6 +102,10 @@ class GroupTransaction:
         # Set when the last busy claim goes idle while the gate is closed.
         self._idle = asyncio.Event()
         self._claims: set[_Claim] = set()
+        # Tasks inside commit()/abort(), waiting for the lock or holding it: a handler
+        # committing between two records is idle for every commit meanwhile (two handlers
+        # committing at once must not wait for each other).
+        self._committing: set[asyncio.Task[Any] | None] = set()
         # Set when a handler raised: the transaction can only abort.
         self._failed: BaseException | None = None
         # Transactions committed and aborted (observability, tests).
@@ -164,29 +168,46 @@ class GroupTransaction:
         """The commit point: send the marks in the transaction and commit it. A refusal for
         a stale member epoch raises with the transaction still open (sent again under the
         heartbeat's newer epoch); any other failure aborts and rewinds, then raises."""
-        async with self._lock:
-            try:
-                await self._close_gate(asyncio.current_task())
-                if self._failed is not None:
-                    failed, self._failed = self._failed, None
-                    await self._abort("a handler raised")
-                    raise ConsumerGroupError(
-                        f"the transaction was aborted: a handler raised {failed!r}; its "
-                        "partitions are read again from their last commit"
-                    ) from failed
-                await self._commit()
-            finally:
-                self._open_gate()
+        caller = asyncio.current_task()
+        self._committing.add(caller)
+        self._went_idle()  # a commit waiting for this handler: it is idle now
+        try:
+            async with self._lock:
+                await self._commit_point()
+        finally:
+            self._committing.discard(caller)
+            self._went_idle()
+
+    async def _commit_point(self) -> None:
+        try:
+            await self._close_gate()
+            if self._failed is not None:
+                failed, self._failed = self._failed, None
+                await self._abort("a handler raised")
+                raise ConsumerGroupError(
+                    f"the transaction was aborted: a handler raised {failed!r}; its "
+                    "partitions are read again from their last commit"
+                ) from failed
+            await self._commit()
+        finally:
+            self._open_gate()
 
     async def abort(self, reason: str) -> None:
         """Abort the open transaction and rewind every claim to its last commit."""
-        async with self._lock:
-            try:
-                await self._close_gate(asyncio.current_task())
-                self._failed = None
-                await self._abort(reason)
-            finally:
-                self._open_gate()
+        caller = asyncio.current_task()
+        self._committing.add(caller)
+        self._went_idle()  # a commit waiting for this handler: it is idle now
+        try:
+            async with self._lock:
+                try:
+                    await self._close_gate()
+                    self._failed = None
+                    await self._abort(reason)
+                finally:
+                    self._open_gate()
+        finally:
+            self._committing.discard(caller)
+            self._went_idle()
 
     async def close(self) -> None:
         """The session ended: abort a transaction still open (the final commit failed or
@@ -238,12 +259,12 @@ class GroupTransaction:
 
     # ------------------------------------------------------------------ the gate
 
-    async def _close_gate(self, caller: asyncio.Task[Any] | None) -> None:
-        """Hold back every delivery and wait until no handler holds a record (the caller's
-        own task aside: a handler committing between two records)."""
+    async def _close_gate(self) -> None:
+        """Hold back every delivery and wait until no handler holds a record (those inside
+        commit() or abort() aside: handlers committing between two records)."""
         self._closed = True
         self._opened.clear()
-        while any(c.holds(caller) for c in self._claims):
+        while any(c.holds(self._committing) for c in self._claims):
             self._idle.clear()
             await self._idle.wait()
         self._ending = True

@@ -282,6 +282,46 @@ async def test_a_commit_point_waits_for_a_handler_between_send_and_mark(
     await committed_through(bootstrap, group, 2)
 
 
+class CommittingCopier(cg.ConsumerGroupHandler):
+    """Copies and commits after every ``every`` records of its claim and at its end
+    (``session.commit()`` from the handler, every claim doing so)."""
+
+    def __init__(self, out: str, every: int) -> None:
+        self.out = out
+        self.every = every
+        self.copied = 0
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        handled = 0
+        async for msg in claim.messages():
+            await session.send(self.out, msg.value)
+            session.mark_message(msg)
+            self.copied += 1
+            handled += 1
+            await asyncio.sleep(0.001)  # some I/O of the handler's, holding the record
+            if handled % self.every == 0 or msg.offset + 1 >= claim.high_water_mark_offset:
+                await session.commit()
+
+
+async def test_handlers_committing_at_once_do_not_wait_for_each_other(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Each claim's handler calls session.commit() between its records: two commits asked
+    at once must not each wait for the other's handler to ask for its next record."""
+    source, out = await new_topic(partitions=4), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    await inputs(bootstrap, source, 200)
+    handler = CommittingCopier(out, every=5)
+    config = eos_config(consumer__offsets__auto_commit__enable=False)
+    async with copier(bootstrap, group, source, handler, config):
+        await committed_through(bootstrap, group, 200)
+    assert sorted(await read_committed_values(bootstrap, out, OUT_PARTITIONS)) == sorted(
+        b"%d" % i for i in range(200)
+    )
+
+
 async def test_a_producer_that_is_not_transactional_is_refused(bootstrap: str) -> None:
     """ConsumerGroup(producer=...) needs a transactional producer; session.send() needs
     the producer: each is a clear ConfigurationError."""
