@@ -56,12 +56,19 @@ def acquired_records(
     if not ranges:
         return Acquired([], [], [], 0)
     start = ranges[0][0]
+    stop = max(last for _, last, _ in ranges)
     rs = scan_records(topic, partition, records, start)
     messages: list[ConsumerMessage] = []
     end = rs.next_offset  # past the last complete batch: what the answer covered
     try:
-        for chunk in rs.decode_batches():
+        # Only the acquired span is decoded: the answer brings whole batches, which may
+        # hold far more (a producer's batch of thousands for an ask of a hundred). The
+        # decoder skips records below ``start`` without building them, and each list
+        # holds at most the span, so decoding stops at the first list reaching ``stop``.
+        for chunk in rs.decode_batches(limit=stop - start + 1):
             messages += chunk
+            if chunk[-1].offset >= stop:
+                break
     except CorruptMessageError:
         if not messages:
             raise

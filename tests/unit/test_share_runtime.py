@@ -81,6 +81,29 @@ def test_compressed_batches_decode_too() -> None:
     assert {r.delivery_count for r in got.records} == {2}
 
 
+def test_only_the_acquired_span_of_a_batch_is_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A strict-mode answer brings whole batches (a producer's batch may hold thousands of
+    records) for an ask of a few: building every record of them cost more than handling
+    the acquired ones. Records below the span are skipped unbuilt, those past it not
+    decoded at all, the batch after it not even looked at."""
+    from consumergroup.consumer import records as records_module
+
+    built: list[int] = []
+    decode = records_module._v2_decoder()
+
+    def counting(*args: object) -> tuple[list[cg.ConsumerMessage], int, int]:
+        messages, pos, index = decode(*args)
+        built.append(len(messages))
+        return messages, pos, index
+
+    monkeypatch.setattr(records_module, "_decode_v2", counting)
+    data = v2_batch(recs(0, 1000)) + v2_batch(recs(1000, 1000))
+    got = acquired_records(TOPIC, 0, data, [(100, 129, 1), (140, 149, 2)])
+    assert [r.offset for r in got.records] == [*range(100, 130), *range(140, 150)]
+    assert (got.gaps, got.missing, got.redelivered) == ([], [], 10)
+    assert sum(built) == 50  # 100..149: not 900 (the rest of the batch) nor 1,900
+
+
 def test_an_undecodable_answer_raises_and_nothing_is_handed_out() -> None:
     with pytest.raises(CorruptMessageError):
         acquired_records(TOPIC, 0, b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x07" * 5, [(0, 0, 1)])
