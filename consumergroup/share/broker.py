@@ -11,7 +11,11 @@ is one task that sends, in each round, the one request its state calls for:
    session must open or forget partitions): ShareFetch asking for at most that room
    (MaxRecords, strict acquisition on v2 brokers), carrying the decided records of the
    partitions in the session; its wait is cut short when a renewal falls due sooner.
-3. **Acknowledge** (records were decided and no fetch goes out): ShareAcknowledge.
+3. **Acknowledge** (records were decided and no fetch took them within
+   :data:`ACK_LINGER`, or a decided record's lock ends sooner, or nothing is fetched here):
+   ShareAcknowledge. Decisions wait that long for the next fetch to carry them, as in
+   the Java and franz-go clients: a ShareAcknowledge of its own takes the session for a
+   round trip, and a fetch that falls due meanwhile waits behind it.
 4. **Close** (the member closes and holds nothing here any more): ShareAcknowledge with
    epoch -1, carrying the last decisions; the broker releases anything left.
 
@@ -91,6 +95,9 @@ _MOVED = frozenset(
 #: Top-level errors that mean "the broker lost this session": open a new one.
 _SESSION_LOST = frozenset((ShareSessionNotFoundError.errno, InvalidShareSessionEpochError.errno))
 _INT32_MAX = 2**31 - 1
+#: Seconds decided records wait for a ShareFetch to carry their acknowledgements before
+#: a ShareAcknowledge of their own goes (sooner when a lock would end before).
+ACK_LINGER = 0.05
 
 
 def fetch_threshold(concurrency: int) -> int:
@@ -150,6 +157,9 @@ class BrokerSession:
         self.epoch = OPEN_SESSION
         self._conn: BrokerConnection | None = None
         self._wake = anyio.Event()
+        self._woken = False  # _wake is set (a decision per record checks only this)
+        # When the decisions waiting here are sent on their own (None: none waiting).
+        self._ack_at: float | None = None
         # Offsets whose lock renewal is due, found by the step that chose to renew.
         self._due: dict[Partition, list[int]] = {}
         self._warn = RepeatedWarning(member.log)
@@ -178,7 +188,9 @@ class BrokerSession:
 
     def wake(self) -> None:
         """Something changed (a decision, room, the assignment, close): look again."""
-        self._wake.set()
+        if not self._woken:
+            self._woken = True
+            self._wake.set()
 
     def _acked_here(self) -> list[Partition]:
         return [p for p in self.member.inflight.partitions.values() if p.node == self.node]
@@ -217,10 +229,19 @@ class BrokerSession:
         threshold = fetch_threshold(member.concurrency)
         while True:
             self._wake = anyio.Event()
+            self._woken = False
             here = self._acked_here()
             holding = any(p.held for p in here)
             pending = any(p.has_acks() for p in here)
             now = time.monotonic()
+            ack_at = None
+            if pending:
+                if self._ack_at is None:
+                    self._ack_at = now + ACK_LINGER
+                # A lock ending within the linger: acknowledge now (a round trip ahead).
+                ack_at = min(self._ack_at, min(p.ack_by for p in here) - ACK_LINGER)
+            else:
+                self._ack_at = None
             if member.renew:
                 self._due = member.inflight.renewals_due(here, now)
                 if self._due:
@@ -236,11 +257,15 @@ class BrokerSession:
                     return "fetch"
                 if self.forget and opened:
                     return "fetch"
-                if pending:
-                    return "ack" if opened else "fetch"
+                if pending and not opened:
+                    return "fetch"
+                if ack_at is not None and (ack_at <= now or not self.parts):
+                    return "ack"
                 if not self.parts and not holding:
                     return "close" if opened else "end"
             due = member.inflight.next_renewal(here) if member.renew else None
+            if ack_at is not None and not member.closing:
+                due = ack_at if due is None else min(due, ack_at)
             if due is None:
                 await self._wake.wait()
             else:
@@ -305,6 +330,7 @@ class BrokerSession:
         # Acknowledgements ride along only for partitions the session holds and keeps:
         # naming another partition in the request would add it to the session.
         riding: dict[Partition, AckRanges] = {}
+        self._ack_at = None
         if not opening:
             for part in self._acked_here():
                 key = part.key
@@ -405,6 +431,7 @@ class BrokerSession:
         member = self.member
         conn = await self._connection()
         sending = self._take_acks()
+        self._ack_at = None
         request = ShareAcknowledgeRequest(
             member.group_id, member.member_id, epoch, self._wire_acks(sending)
         )

@@ -28,6 +28,7 @@ of records held over every partition: what bounds the next ShareFetch.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -91,6 +92,9 @@ class Partition:
     )
     locks: deque[Lock] = field(default_factory=deque)
     counters: ShareCounters = field(default_factory=ShareCounters)
+    #: The earliest lock deadline of the decided offsets not yet sent (inf: none): their
+    #: acknowledgements must reach the broker before it.
+    ack_by: float = math.inf
 
     @property
     def key(self) -> TopicPartition:
@@ -106,6 +110,7 @@ class Partition:
         acks = fold(self.decided)
         for offsets in self.decided.values():
             offsets.clear()
+        self.ack_by = math.inf
         return acks
 
     def acknowledged(self, acks: AckRanges) -> None:
@@ -124,6 +129,7 @@ class Partition:
     def requeue(self, acks: AckRanges) -> None:
         """Ack ranges that did not reach the broker (a dropped connection, a session the
         broker no longer knows): decided again, to go out with the next request."""
+        self.ack_by = 0.0  # without waiting for a fetch to carry them
         for first, last, types in acks:
             if len(types) == 1:
                 self.decided[types[0]].extend(range(first, last + 1))
@@ -191,6 +197,8 @@ class InFlight:
             decided = False
         else:
             part.decided[ack_type].append(offset)
+            if lock.deadline < part.ack_by:
+                part.ack_by = lock.deadline
             decided = True
         self._on_decided(part)
         return decided
@@ -205,6 +213,7 @@ class InFlight:
         part.locks.clear()
         for offsets in part.decided.values():
             offsets.clear()
+        part.ack_by = math.inf
         return dropped
 
     def renewals_due(self, parts: Iterable[Partition], now: float) -> dict[Partition, list[int]]:

@@ -64,6 +64,47 @@ async def test_every_record_is_accepted_exactly_once(
 
 
 @pytest.mark.kafka_only(KAFKA)
+async def test_acknowledgements_ride_on_fetches_while_records_flow(
+    bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Handlers that await finish one by one: each decision used to send a
+    ShareAcknowledge of its own at once (a round trip that held the share session, so the
+    fetch that fell due meanwhile waited behind it): 3 for 2,000 records here. Decisions now
+    wait briefly for the next ShareFetch to carry them, as Java's and franz-go's do."""
+    from consumergroup.net.share import CLOSE_SESSION
+    from consumergroup.share.broker import BrokerSession
+
+    sent: list[int] = []
+    acknowledge = BrokerSession._acknowledge
+
+    async def counting(self: BrokerSession, epoch: int) -> None:
+        sent.append(epoch)
+        await acknowledge(self, epoch)
+
+    monkeypatch.setattr(BrokerSession, "_acknowledge", counting)
+    topic = await new_topic(partitions=4)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(2000)])
+
+    class Staggered(Collector):
+        """Records finish one by one (2-26 ms each), not all in one burst."""
+
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            await asyncio.sleep((record.offset % 13) * 0.002)
+            await super().consume(session, record)
+
+    handler = Staggered(delay=0.002)
+    async with share_member(bootstrap, group, [topic], handler, concurrency=100) as (member, _):
+        await wait_until(
+            lambda: member.stats().acknowledged["accept"] >= 2000, 120, "2,000 acceptances"
+        )
+    assert len(handler.offsets()) == 2000
+    alone = [epoch for epoch in sent if epoch != CLOSE_SESSION]
+    assert len(alone) <= 2, f"{len(alone)} ShareAcknowledge requests for 2,000 records"
+
+
+@pytest.mark.kafka_only(KAFKA)
 async def test_one_partition_is_read_by_three_members_at_once(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
