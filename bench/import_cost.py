@@ -8,7 +8,9 @@ counted once (user-space instructions, minus the empty interpreter's): stable wh
 CPU time of a loaded machine is not.
 
 Cases: ``import aiokafka`` (the yardstick), ``import confluent_kafka``, ``import
-consumergroup``; ``consumergroup --help`` (the CLI's entry point, ``main(["--help"])``);
+consumergroup``; ``consumergroup --help`` (the console script's launcher,
+``consumergroup.cli.run(["--help"])``, which answers without click) and the same help
+through the click group that every other command line reaches (``main(["-v", "--help"])``);
 and what a consumer program loads before it connects (``import consumergroup``, then
 ``cg.ConsumerGroup`` and the decoders).
 
@@ -41,8 +43,12 @@ CASES: dict[str, str] = {
     "import confluent_kafka": "import confluent_kafka",
     "import consumergroup": "import consumergroup",
     "consumergroup --help": (
+        "from consumergroup.cli import run\n"
+        "try:\n    run(['--help'])\nexcept SystemExit:\n    pass"
+    ),
+    "consumergroup -v --help (through click)": (
         "from consumergroup.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+        "try:\n    main(['-v', '--help'])\nexcept SystemExit:\n    pass"
     ),
     "consumer path (cg.ConsumerGroup + decoders)": (
         "import consumergroup as cg\ncg.ConsumerGroup\nimport consumergroup.consumer.records"

@@ -35,24 +35,25 @@ adds the traceback.
 
 from __future__ import annotations
 
-import importlib
+import os
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import click
-
 from .. import _lazy
 
-__all__ = ["CliError", "main", "render_bytes"]
+__all__ = ["CliError", "main", "render_bytes", "run"]
 
 _LAZY: dict[str, tuple[str, str]] = {
     "CliError": (f"{__name__}._common", "CliError"),
     "render_bytes": (f"{__name__}._common", "render_bytes"),
+    "main": (f"{__name__}._group", "main"),
 }
 
 if TYPE_CHECKING:
     from ._common import CliError as CliError
     from ._common import render_bytes as render_bytes
+    from ._group import main as main
 
 __getattr__, __dir__ = _lazy.exports(globals(), _LAZY)
 
@@ -130,6 +131,156 @@ _GROUP_ACTIONS = {
 _TOPIC_ACTIONS = ("--list", "--describe", "--delete", "--create")
 _GLOBAL = ("-v", "-vv", "-vvv", "--verbose")
 
+#: The help text of the ``consumergroup`` group (:data:`consumergroup.cli._group.main`),
+#: here so that :func:`run` shows it without importing click.
+HELP = """consumergroup: an asyncio runtime for Kafka consumer groups.
+
+    `consumergroup consume` joins a group and prints what it reads;
+    `groups`, `describe`, `lag`, `reset-offsets`, `delete`, `topics` and
+    `produce` operate a cluster, `share ...` its share groups; `consumergroup
+    demo` runs a live demo on an embedded broker; `consumergroup broker` runs
+    one for you to try things on.
+    Exit codes: 0 ok, 1 failure, 2 usage error.
+    """
+VERBOSE_HELP = "Log more (-v: info, -vv: debug) to stderr."
+#: The group's options as its help lists them: --version and --help say click's words.
+_OPTION_ROWS = (
+    ("--version", "Show the version and exit."),
+    ("-v, --verbose", VERBOSE_HELP),
+    ("-h, --help", "Show this message and exit."),
+)
+
+
+def run(args: Sequence[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``consumergroup`` console script: :data:`main`, without click where it can.
+
+    The top-level ``--help`` (``-h``), ``--version`` and the bare command (help on
+    stderr, exit code 2) are answered here, as click would answer them, from :data:`HELP`
+    and :data:`COMMANDS`: click's import costs more than the rest of a ``--help``.
+    Every other command line goes to the click group :data:`main`.
+    """
+    argv = sys.argv[1:] if args is None else list(args)
+    if argv in ([], ["-h"], ["--help"]):
+        text = _help_text(prog_name or _program_name())
+        (sys.stdout if argv else sys.stderr).write(text + "\n")
+        sys.exit(0 if argv else 2)
+    if argv == ["--version"]:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"consumergroup, version {version('consumergroup')}\n")
+        sys.exit(0)
+    from ._group import main as group
+
+    group(args=args, prog_name=prog_name)
+
+
+def _program_name() -> str:
+    """The command's name as click finds it (``click.utils._detect_program_name``)."""
+    path = sys.argv[0]
+    package = getattr(sys.modules["__main__"], "__package__", None)
+    if not package:
+        return os.path.basename(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    module = package if name == "__main__" else f"{package}.{name}"
+    return f"python -m {module.lstrip('.')}"
+
+
+def _help_text(prog: str) -> str:
+    """The group's help as click formats it (``click.HelpFormatter``, at the terminal's
+    width capped at 80 columns), with each command's summary shortened as click does."""
+    import inspect
+    import textwrap
+
+    width = max(min(_terminal_columns(), 80) - 2, 50)
+
+    def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
+        wrapper = textwrap.TextWrapper(
+            width, initial_indent=first, subsequent_indent=rest, replace_whitespace=False
+        )
+        return wrapper.wrap(text.expandtabs())
+
+    def paragraphs(text: str, width: int, indent: str = "") -> str:
+        """click's ``wrap_text(preserve_paragraphs=True)``: a ``\\b`` block is not rewrapped."""
+        out = []
+        for block in text.expandtabs().split("\n\n"):
+            lines = [line for line in block.splitlines() if line]
+            if not lines:
+                continue
+            extra = " " * (len(lines[0]) - len(lines[0].lstrip()))
+            lines[0] = lines[0].lstrip()
+            if lines[0].strip() == "\b":
+                out.append("\n".join(indent + extra + line for line in lines[1:]))
+            else:
+                out.append("\n".join(wrap(" ".join(lines), width, indent + extra, indent + extra)))
+        return "\n\n".join(out)
+
+    def rows(items: Sequence[tuple[str, str]]) -> list[str]:
+        """click's ``HelpFormatter.write_dl`` at an indent of 2."""
+        first_col = min(max(len(name) for name, _ in items), 30) + 2
+        text_width = max(width - first_col - 2, 10)
+        out = []
+        for name, text in items:
+            lines = paragraphs(text, text_width).splitlines() or [""]
+            if len(name) <= first_col - 2:
+                out.append(f"  {name}{' ' * (first_col - len(name))}{lines[0]}")
+            else:
+                out += [f"  {name}", f"{' ' * (first_col + 2)}{lines[0]}"]
+            out += [f"{' ' * (first_col + 2)}{line}" for line in lines[1:]]
+        return out
+
+    prefix = f"Usage: {prog} "
+    if width >= len(prefix) + 20:
+        usage = wrap("[OPTIONS] COMMAND [ARGS]...", width, prefix, " " * len(prefix))
+    else:
+        usage = [prefix, *wrap("[OPTIONS] COMMAND [ARGS]...", width, " " * 11, " " * 11)]
+    limit = width - 6 - max(len(name) for name in COMMANDS)
+    commands = [(name, _short_help(COMMANDS[name][2], limit)) for name in sorted(COMMANDS)]
+    return "\n".join(
+        [
+            *usage,
+            "",
+            paragraphs(inspect.cleandoc(HELP).partition("\f")[0], width, "  "),
+            "",
+            "Options:",
+            *rows(_OPTION_ROWS),
+            "",
+            "Commands:",
+            *rows(commands),
+        ]
+    )
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, as click reads it, without shutil's imports
+    (bz2, lzma: a tenth of the launcher's cost)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def _short_help(text: str, limit: int) -> str:
+    """A summary shortened to ``limit`` as click shortens a command's help."""
+    import textwrap
+
+    words = text.partition("\n\n")[0].split()
+    for i, word in enumerate(words):
+        if word.endswith(".") and (i == len(words) - 1 or not words[i + 1][0].islower()):
+            words = words[: i + 1]
+            break
+    text = " ".join(words)
+    if len(text) <= limit:
+        return text
+    if limit < 3:
+        return "..."
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
+
 
 def kafka_tool_args(args: Sequence[str], commands: Sequence[str]) -> list[str]:
     """The command line of ``kafka-consumer-groups.sh`` or ``kafka-topics.sh``, as ours.
@@ -161,51 +312,3 @@ def kafka_tool_args(args: Sequence[str], commands: Sequence[str]) -> list[str]:
     return [*leading, _GROUP_ACTIONS[actions[0]], *rest]
 
 
-class KafkaToolGroup(click.Group):
-    """Our command group: loads a command's module on first use (:data:`COMMANDS`), and
-    reads Kafka's tools' command lines too (:func:`kafka_tool_args`)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            module, attribute, _ = COMMANDS[cmd_name]
-            loaded = importlib.import_module(f"{__name__}.{module}")
-            self.add_command(getattr(loaded, attribute), cmd_name)
-        return self.commands.get(cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list from the summaries in :data:`COMMANDS`: no module loaded."""
-        names = self.list_commands(ctx)
-        if not names:
-            return
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = []
-        for name in names:
-            # An unloaded command is shortened as click shortens a loaded one's docstring.
-            shown = self.commands.get(name) or click.Command(name, help=COMMANDS[name][2])
-            rows.append((name, shown.get_short_help_str(limit)))
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, kafka_tool_args(args, self.list_commands(ctx)))
-
-
-@click.group(cls=KafkaToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="consumergroup", prog_name="consumergroup")
-@click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
-def main(verbose: int) -> None:
-    """consumergroup: an asyncio runtime for Kafka consumer groups.
-
-    `consumergroup consume` joins a group and prints what it reads;
-    `groups`, `describe`, `lag`, `reset-offsets`, `delete`, `topics` and
-    `produce` operate a cluster, `share ...` its share groups; `consumergroup
-    demo` runs a live demo on an embedded broker; `consumergroup broker` runs
-    one for you to try things on.
-    Exit codes: 0 ok, 1 failure, 2 usage error.
-    """
-    from ._common import setup_logging  # a command runs: its module loads _common anyway
-
-    setup_logging(verbose)

@@ -134,7 +134,24 @@ def test_consumer_path_loads_aiokafka_codecs_only() -> None:
     assert _under(modules, CONSUMER_PATH_DENIES) == []
 
 
-def test_cli_help_loads_no_command() -> None:
+@pytest.mark.parametrize("argv", [["--help"], [], ["--version"]])
+def test_cli_help_loads_no_command_and_no_click(argv: list[str]) -> None:
+    """The console script (``consumergroup.cli:run``) answers these without click."""
+    loaded = _loaded(
+        "from consumergroup.cli import run\n"
+        "try:\n"
+        f"    run({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    modules = loaded["modules"]
+    ours = {m for m in modules if m.split(".")[0] == "consumergroup"}
+    assert ours <= IMPORT_ALLOWS | {"consumergroup.cli"}
+    assert _under(modules, IMPORT_DENIES) == []
+
+
+def test_cli_group_help_loads_no_command() -> None:
+    """Through click (``main``, as tests and ``-v --help`` reach it): still no command."""
     loaded = _loaded(
         "from consumergroup.cli import main\n"
         "try:\n"
@@ -143,9 +160,8 @@ def test_cli_help_loads_no_command() -> None:
         "    pass\n"
     )
     modules = loaded["modules"]
-    assert [m for m in _under(modules, ("consumergroup.cli",)) if m != "consumergroup.cli"] == []
     ours = {m for m in modules if m.split(".")[0] == "consumergroup"}
-    assert ours <= IMPORT_ALLOWS | {"consumergroup.cli"}
+    assert ours <= IMPORT_ALLOWS | {"consumergroup.cli", "consumergroup.cli._group"}
     assert _under(modules, tuple(p for p in IMPORT_DENIES if p != "click")) == []
 
 
