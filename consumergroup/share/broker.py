@@ -253,13 +253,17 @@ class BrokerSession:
                         return "close"
                     return "fetch" if pending else "end"
             else:
+                # Decisions a fetch cannot carry (their partition left the session) must
+                # not wait for ever behind fetches: once due, they go first.
+                if opened and ack_at is not None and ack_at <= now:
+                    return "ack"
                 if self.parts and (not opened or self.forget or member.room() >= threshold):
                     return "fetch"
                 if self.forget and opened:
                     return "fetch"
                 if pending and not opened:
                     return "fetch"
-                if ack_at is not None and (ack_at <= now or not self.parts):
+                if ack_at is not None and not self.parts:
                     return "ack"
                 if not self.parts and not holding:
                     return "close" if opened else "end"
@@ -330,12 +334,13 @@ class BrokerSession:
         # Acknowledgements ride along only for partitions the session holds and keeps:
         # naming another partition in the request would add it to the session.
         riding: dict[Partition, AckRanges] = {}
-        self._ack_at = None
         if not opening:
             for part in self._acked_here():
                 key = part.key
                 if key in self.in_session and key not in self.forget and part.has_acks():
                     riding[part] = part.take_acks()
+            if not any(p.has_acks() for p in self._acked_here()):
+                self._ack_at = None  # else (a partition left the session) their linger runs on
         max_wait = share.max_wait if max_records else 0.0
         due = member.inflight.next_renewal(self._acked_here()) if member.renew else None
         if due is not None:
