@@ -12,7 +12,8 @@ export CONSUMERGROUP_CACHE ?= $(CURDIR)/.cache
 
 # setup.py and the C sources: the editable install builds the C extensions in place,
 # and only a reinstall rebuilds them.
-SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c
+SOURCES := pyproject.toml setup.py consumergroup/consumer/_crecords.c consumergroup/consumer/_cstream.c \
+	consumergroup/producer/_cproduce.c consumergroup/_cslots.h
 # No byte-compiling at install: the modules imported are compiled then, the rest (most of
 # pyspark, rich, ...) never.
 PIP_FLAGS := --quiet --disable-pip-version-check --no-compile

@@ -3,7 +3,8 @@ pyproject.toml.
 
 ``optional=True``: without a C compiler or Python headers the build skips them:
 ``consumergroup.consumer.records`` falls back to its pure-Python parsers and
-``PartitionConsumer.messages()`` to an async generator.
+``PartitionConsumer.messages()`` to an async generator, ``consumergroup.producer.batch``
+to its Python record encoder.
 """
 
 import re
@@ -32,11 +33,18 @@ setup(
         Extension(
             "consumergroup.consumer._crecords",
             ["consumergroup/consumer/_crecords.c"],
+            depends=["consumergroup/_cslots.h"],
             optional=True,
         ),
         Extension(
             "consumergroup.consumer._cstream",
             ["consumergroup/consumer/_cstream.c"],
+            optional=True,
+        ),
+        Extension(
+            "consumergroup.producer._cproduce",
+            ["consumergroup/producer/_cproduce.c"],
+            depends=["consumergroup/_cslots.h"],
             optional=True,
         ),
     ]

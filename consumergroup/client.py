@@ -532,12 +532,19 @@ class Client(AsyncResource):
         self._topics.pop(name, None)
 
     async def create_topic(
-        self, name: str, partitions: int, replication_factor: int = 1, timeout: float = 30.0
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        timeout: float = 30.0,
+        configs: Mapping[str, str] | None = None,
     ) -> None:
-        """Create a topic and wait until its metadata shows every partition with a leader."""
+        """Create a topic (with the topic ``configs`` given, e.g. ``max.message.bytes``)
+        and wait until its metadata shows every partition with a leader."""
         conn = await self.controller()
+        settings = list((configs or {}).items())
         req = CreateTopicsRequest(
-            [(name, partitions, replication_factor, [], [])], int(timeout * 1000), False
+            [(name, partitions, replication_factor, [], settings)], int(timeout * 1000), False
         )
         resp = (await conn.send(req, timeout=timeout + self.config.net.read_timeout)).to_object()
         for err in resp["topic_errors"]:

@@ -20,8 +20,8 @@ cd "$out/src"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 CFLAGS="$flags" LDFLAGS="$flags" "$python" setup.py -q build_ext --inplace \
     --build-temp "$out/build" >"$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
-for ext in _crecords _cstream; do  # setup.py marks them optional: a failed build is silent
-    ls consumergroup/consumer/$ext.*.so >/dev/null 2>&1 ||
+for ext in consumer/_crecords consumer/_cstream producer/_cproduce; do  # setup.py marks them optional: a failed build is silent
+    ls consumergroup/$ext.*.so >/dev/null 2>&1 ||
         { cat "$out/build.log"; echo "$ext was not built with the sanitizers"; exit 1; }
 done
 # Left out: the RSS-based tests (ASan's quarantine holds freed memory on purpose), the
@@ -35,4 +35,4 @@ LD_PRELOAD=$(gcc -print-file-name=libasan.so) PYTHONMALLOC=malloc \
     -k "not no_leaks and not fuzzed and not c_and_fallback_agree and not equal_the_message_path and not within_the_stated_bound and not yields_what_the_whole" \
     tests/unit/test_crecords.py tests/unit/test_spark_columns.py tests/unit/test_inflate.py \
     tests/unit/test_message_stream.py tests/unit/test_decode_safety.py \
-    tests/unit/test_offset_marks.py
+    tests/unit/test_offset_marks.py tests/unit/test_producer_parts.py

@@ -163,13 +163,16 @@ TopicFactory = Callable[..., Awaitable[str]]
 
 @pytest_asyncio.fixture
 async def new_topic(bootstrap: str) -> AsyncIterator[TopicFactory]:
-    """``await new_topic(partitions=3)`` -> the name of a fresh, uniquely named topic."""
+    """``await new_topic(partitions=3)`` -> the name of a fresh, uniquely named topic
+    (``configs={"max.message.bytes": "2048"}``: with those topic configs)."""
 
     async with Client([bootstrap]) as client:
 
-        async def make(partitions: int = 1, prefix: str = "t") -> str:
+        async def make(
+            partitions: int = 1, prefix: str = "t", configs: dict[str, str] | None = None
+        ) -> str:
             name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-            await client.create_topic(name, partitions)
+            await client.create_topic(name, partitions, configs=configs)
             return name
 
         yield make

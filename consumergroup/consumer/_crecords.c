@@ -25,9 +25,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "../_cslots.h"
 
 /* The ConsumerMessage fields, in the order of FIELD_NAMES. */
 enum { F_TOPIC, F_PARTITION, F_OFFSET, F_KEY, F_VALUE, F_HEADERS, F_TIMESTAMP, F_TS_TYPE, N_FIELDS };
@@ -263,12 +264,6 @@ read_record_head(const uint8_t **pp, const uint8_t *buf, const uint8_t *end, Py_
     *pp = p;
     *rec_end_out = rec_end;
     return 0;
-}
-
-static inline void
-set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
-{
-    *(PyObject **)((char *)obj + offset) = value; /* steals the reference */
 }
 
 PyDoc_STRVAR(decode_v2_doc,
@@ -804,48 +799,11 @@ PyDoc_STRVAR(bind_doc,
 static PyObject *
 bind(PyObject *module, PyObject *cls)
 {
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "bind() needs a class");
+    Py_ssize_t offsets[N_FIELDS];
+    if (slot_offsets(cls, FIELD_NAMES, N_FIELDS, offsets) < 0) {
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)cls;
-    if (type->tp_itemsize != 0 || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
-        type->tp_base != &PyBaseObject_Type) {
-        PyErr_Format(PyExc_TypeError, "%s is not a plain __slots__ class", type->tp_name);
-        return NULL;
-    }
-    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
-    if (slots == NULL) {
-        return NULL;
-    }
-    Py_ssize_t n_slots = PySequence_Size(slots);
-    Py_DECREF(slots);
-    if (n_slots != N_FIELDS) {
-        if (!PyErr_Occurred()) {
-            PyErr_Format(PyExc_TypeError, "%s has %zd __slots__, the decoder fills %d",
-                         type->tp_name, n_slots, N_FIELDS);
-        }
-        return NULL;
-    }
-    Py_ssize_t offsets[N_FIELDS];
-    for (int i = 0; i < N_FIELDS; i++) {
-        PyObject *descr = PyDict_GetItemString(type->tp_dict, FIELD_NAMES[i]); /* borrowed */
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
-            PyDescr_TYPE(descr) != type) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", type->tp_name,
-                         FIELD_NAMES[i]);
-            return NULL;
-        }
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY) ||
-            member->offset < (Py_ssize_t)sizeof(PyObject) ||
-            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name,
-                         FIELD_NAMES[i]);
-            return NULL;
-        }
-        offsets[i] = member->offset;
-    }
     module_state *st = get_state(module);
     memcpy(st->offsets, offsets, sizeof(offsets));
     /* Messages are untracked only where an assignment can track them again: a class

@@ -1,4 +1,5 @@
-"""Finding the consumer's optional C extensions (``_crecords``, ``_cstream``).
+"""Finding the optional C extensions (the consumer's ``_crecords`` and ``_cstream``, the
+producer's ``_cproduce``).
 
 ``setup.py`` builds them when a C compiler is there; without one, or with
 ``CONSUMERGROUP_PURE_PYTHON`` set (to anything but empty or ``0``), their callers use
@@ -29,14 +30,14 @@ def _disabled() -> bool:
     return os.environ.get("CONSUMERGROUP_PURE_PYTHON", "") not in ("", "0")
 
 
-def load_extension(name: str) -> ModuleType | None:
-    """``consumergroup.consumer.<name>``, or None: not built, or disabled with
-    ``CONSUMERGROUP_PURE_PYTHON``."""
+def load_extension(name: str, package: str = __package__) -> ModuleType | None:
+    """``<package>.<name>`` (a module of ``consumergroup.consumer`` by default), or None:
+    not built, or disabled with ``CONSUMERGROUP_PURE_PYTHON``."""
     if _disabled():
         _MISSING[name] = "disabled by CONSUMERGROUP_PURE_PYTHON"
         return None
     try:
-        module = importlib.import_module(f"{__package__}.{name}")
+        module = importlib.import_module(f"{package}.{name}")
     except ImportError as exc:
         _MISSING[name] = f"not built ({exc})"
         return None

@@ -30,6 +30,7 @@ from ..errors import (
 from ..message import RecordHeader
 from .accumulator import Accumulator, PartitionQueue
 from .batch import BATCH_OVERHEAD, ProducerBatch
+from .batch import append_record as _append_record
 from .idempotence import ProducerIdentity
 from .metadata import RecordMetadata
 from .partitioner import StickyPartitioner, murmur2
@@ -224,19 +225,24 @@ class Producer(AsyncResource):
                 raise ClosedError("the producer was closed while send() waited for room")
         if txn is not None and (topic, partition) not in txn.partitions:
             txn.join(topic, partition)
+        if timestamp_ms is None:
+            timestamp_ms = now_ms
         queue = info.queues[partition].queue
         batch = queue[-1] if queue else None
         if batch is None or batch.attempts or batch.size + size > acc.batch_size:
             # Wake the sender: the batch before (if any) is closed, so ready, and this
             # one is due after linger (the sender sleeps for good while nothing is queued).
             acc.ready.set()
-            batch = ProducerBatch(topic, partition, self._loop)
+            batch = ProducerBatch(topic, partition, self._loop, timestamp_ms)
             queue.append(batch)
-        batch.records.append(
-            (now_ms if timestamp_ms is None else timestamp_ms, key, value, headers)
+        futures = batch.futures
+        # ProducerBatch.append, inlined: the record is encoded into the batch here.
+        _append_record(
+            batch.buffer, len(futures), timestamp_ms - batch.base_timestamp, key, value, headers
         )
+        batch.timestamps.append(timestamp_ms)
         fut: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
-        batch.futures.append(fut)
+        futures.append(fut)
         batch.size += size
         if batch.size >= acc.batch_size:
             acc.ready.set()

@@ -22,6 +22,9 @@ Answers (``_answer``), the Java client's rules:
   batch before it failed): the epoch is bumped (KIP-360) once nothing is in flight, and
   every queue's sequences start again at 0. On a later batch they only mean that an
   earlier one failed: retried as above.
+* MESSAGE_TOO_LARGE (the topic's ``max.message.bytes`` is below the batch): the batch is
+  split in two halves that take its place and its sequence range, and go again as a
+  retry does (Java splits too); a batch of one record fails with it.
 * any other error fails the batch's futures with it (a gap in the sequence, so the
   epoch is bumped before the partition's next batch).
 * a batch that was neither acknowledged nor refused within ``delivery_timeout`` of its
@@ -49,6 +52,7 @@ from ..errors import (
     DeliveryTimeoutError,
     DuplicateSequenceNumberError,
     InvalidProducerEpochError,
+    MessageTooLargeError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
@@ -167,6 +171,11 @@ class Sender:
         for q in acc.partitions.values():
             if len(q.queue) <= q.in_flight or q.in_flight >= max_in_flight:
                 continue
+            if q.in_flight and q.queue[0].sequence == 0:
+                # The first batch of this producer id here goes alone: a broker takes any
+                # first sequence from a producer id it does not know, so were it refused
+                # (too large), a batch behind it would be written first.
+                continue
             if q.retrying:
                 if q.in_flight:
                     continue
@@ -227,7 +236,13 @@ class Sender:
         self._nodes[node] = self._nodes.get(node, 0) + 1
         task = asyncio.create_task(self._request(node, request, taken), name=f"produce-{node}")
         self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        # Wake the drain task once the request is off the set: an epoch bump waits for
+        # an empty set (it slept for good when the last request failed a batch).
+        self._requests.discard(task)
+        self._acc.ready.set()
 
     # ---------------------------------------------------------------- request tasks
 
@@ -271,6 +286,15 @@ class Sender:
         if code == 0 or code == DuplicateSequenceNumberError.errno:
             self._settle(q, batch, base_offset=base_offset, append_time=append_time)
             return
+        if code == MessageTooLargeError.errno:
+            if len(batch) > 1:
+                self._split(q, batch)
+                return
+            message = (
+                f"a batch of this one record ({len(batch.payload or b'')} bytes) is larger "
+                "than the topic's max.message.bytes (or the broker's message.max.bytes): "
+                "send smaller records, or raise that limit"
+            )
         error = error_for_code(code)(f"{where}: {message}" if message else where)
         if self._idempotent and code in _EPOCH_ERRORS and self._txn is None:
             if batch is q.queue[0]:
@@ -284,6 +308,24 @@ class Sender:
             self._retry(q, batch, error)
             return
         self._settle(q, batch, error=error)
+
+    def _split(self, q: PartitionQueue, batch: ProducerBatch) -> None:
+        """The broker refused ``batch`` as too large: its two halves take its place in
+        the queue, with its sequence range, and go out as a retry does (after the
+        partition's batches in flight are answered), without a backoff."""
+        q.in_flight -= 1
+        first, second = batch.split(asyncio.get_running_loop())
+        at = q.queue.index(batch)
+        q.queue[at] = first
+        q.queue.insert(at + 1, second)
+        log.info(
+            "%s/%d: a batch of %d records was too large for the broker; split in two",
+            q.topic,
+            q.partition,
+            len(first) + len(second),
+        )
+        q.retrying = True
+        q.retry_at = max(q.retry_at, time.monotonic())
 
     def _retry(
         self, q: PartitionQueue, batch: ProducerBatch, error: BaseException, *, count: bool = True

@@ -351,6 +351,44 @@ async def test_bad_input_is_refused_and_loses_nothing(
     assert offsets == [o for o, _k, _v in read[0]]
 
 
+@pytest.mark.kafka_only("Tansu never refuses a batch by size")
+async def test_a_batch_too_large_for_the_topic_is_split_and_a_record_too_large_fails(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A topic whose max.message.bytes is below batch_size: the broker refuses full
+    batches with MESSAGE_TOO_LARGE; they are split and sent again (as Java's producer
+    does), so every record lands once and in order. A record over the limit alone fails
+    with an error naming max.message.bytes; the records after it are still delivered
+    (the epoch bump its sequence gap needs used to wait for close(); a batch pipelined
+    behind a refused first batch of a new producer id used to be written before it).
+
+    Apache Kafka only: Tansu takes the topic config but never refuses a batch by size
+    (the same records are all written there), so the split cannot happen on it."""
+    topic = await new_topic(partitions=2, configs={"max.message.bytes": "2048"})
+    config = producer_config(linger=0.2)  # batches of up to 16 KiB form
+    async with cg.Producer([bootstrap], config) as producer:
+        first = [
+            await producer.send(topic, b"%04d" % i + b"x" * 196, partition=0) for i in range(60)
+        ]
+        await producer.flush()
+        # The producer's first write to partition 1: the broker knows no sequence of it
+        # there, so it would take any batch pipelined behind a refused one.
+        too_large = await producer.send(topic, b"y" * 4000, partition=1)
+        after = [
+            await producer.send(topic, b"%04d" % i + b"z" * 96, partition=1) for i in range(30)
+        ]
+        await producer.flush()
+    with pytest.raises(MessageTooLargeError, match=r"max\.message\.bytes"):
+        too_large.result()
+    read = await read_back(bootstrap, topic, len(first) + len(after))
+    for partition, futures, values in (
+        (0, first, [b"%04d" % i + b"x" * 196 for i in range(60)]),
+        (1, after, [b"%04d" % i + b"z" * 96 for i in range(30)]),
+    ):
+        assert [v for _o, _k, v in read[partition]] == values
+        assert [fut.result().offset for fut in futures] == [o for o, _k, _v in read[partition]]
+
+
 def test_acks_zero_with_idempotence_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="acks"):
         cg.Producer(["127.0.0.1:9"], producer_config(acks=0))

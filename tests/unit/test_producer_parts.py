@@ -110,8 +110,10 @@ def test_produce_response_short_frame_is_corrupt() -> None:
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
 async def test_batch_encodes_and_a_new_epoch_rewrites_the_header(codec: str) -> None:
-    batch = ProducerBatch("t", 0, asyncio.get_running_loop())
-    batch.records += [(1000 + i, b"k%d" % i, b"v%d" % i * 20, [("h", b"x")]) for i in range(50)]
+    loop = asyncio.get_running_loop()
+    batch = ProducerBatch("t", 0, loop, 1000)
+    for i in range(50):
+        batch.append(1000 + i, b"k%d" % i, b"v%d" % i * 20, [("h", b"x")], loop.create_future())
     first = bytes(batch.encode(CODECS[codec], 7, 0, 100, False))
     again = batch.encode(CODECS[codec], 7, 1, 0, False)
     for data, (epoch, sequence) in ((first, (0, 100)), (bytes(again), (1, 0))):
@@ -265,3 +267,67 @@ def test_api_versions_v3_reads_the_finalized_features() -> None:
     assert features.levels == {"transaction.version": 2, "group.version": 1}
     bare = decode_response(built, struct.pack(">i", 7) + built.RESPONSE_TYPE(0, [], 0, {}).encode())
     assert features_of(bare).epoch == -1  # a broker that finalized nothing
+
+
+_RECORDS = [
+    (0, 0, None, None, ()),
+    (1, -5, b"", b"", [("", None)]),
+    (2, 300, b"k" * 200, b"v" * 70_000, [("h\u00e9", b"x" * 130), ("n", None)]),
+    (127, 1 << 40, None, b"value", (("a", b""),)),
+    (128, -(1 << 40), b"key", None, []),
+]
+
+
+def test_c_record_encoder_and_python_twin_agree() -> None:
+    from consumergroup.producer.batch import _py_append
+
+    _cproduce = pytest.importorskip("consumergroup.producer._cproduce")
+
+    for offset_delta, ts_delta, key, value, headers in _RECORDS:
+        c_buf, py_buf = bytearray(b"head"), bytearray(b"head")
+        c_len = _cproduce.append(c_buf, offset_delta, ts_delta, key, value, headers)
+        py_len = _py_append(py_buf, offset_delta, ts_delta, key, value, headers)
+        assert (c_len, bytes(c_buf)) == (py_len, bytes(py_buf))
+        assert c_len == len(c_buf) - 4
+
+
+def test_c_record_encoder_refuses_what_is_not_bytes() -> None:
+    _cproduce = pytest.importorskip("consumergroup.producer._cproduce")
+    buf = bytearray()
+    with pytest.raises(TypeError, match="value must be bytes"):
+        _cproduce.append(buf, 0, 0, None, "text", ())
+    with pytest.raises(TypeError, match="header"):
+        _cproduce.append(buf, 0, 0, None, b"v", [("h",)])
+    with pytest.raises(TypeError, match="header value must be bytes"):
+        _cproduce.append(buf, 0, 0, None, b"v", [("h", 1)])
+    assert buf == bytearray()  # nothing written by a refused record
+
+
+@pytest.mark.parametrize("pure", [False, True])
+async def test_batch_completes_futures_in_c_and_python(
+    pure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offsets from the base on (all -1 when unknown), each record's timestamp or the
+    broker's append time, a cancelled future left cancelled; the Python twin alike."""
+    from consumergroup.producer import batch as batch_module
+
+    if pure:
+        monkeypatch.setattr(batch_module, "_complete", batch_module._py_complete)
+    loop = asyncio.get_running_loop()
+    for base_offset, append_time in ((40, -1), (-1, -1), (7, 99)):
+        batch = ProducerBatch("t", 3, loop, 1000)
+        futures = [loop.create_future() for _ in range(4)]
+        for i, fut in enumerate(futures):
+            batch.append(1000 + i, None, b"v", (), fut)
+        futures[1].cancel()
+        batch.complete(base_offset, append_time)
+        assert futures[1].cancelled() and batch.done.done()
+        got = [f.result() for i, f in enumerate(futures) if i != 1]
+        step = 1 if base_offset >= 0 else 0
+        assert got == [
+            cg.RecordMetadata(
+                "t", 3, base_offset + i * step, 1000 + i if append_time < 0 else append_time
+            )
+            for i in (0, 2, 3)
+        ]
+        assert type(got[0]) is cg.RecordMetadata and got[0].topic == "t"
