@@ -4,6 +4,7 @@ tool builds a real session and claims, so a change of their constructors breaks 
 from __future__ import annotations
 
 import contextlib
+import gc
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,5 +16,8 @@ from tests.helpers import global_tracer_provider
 @pytest.mark.parametrize("mode", hotpath_ir.MODES)
 def test_every_mode_consumes_every_message(mode: str) -> None:
     traced = mode.endswith("_traced")
-    with global_tracer_provider(TracerProvider()) if traced else contextlib.nullcontext():
-        assert hotpath_ir.run(mode, 300) == 300
+    try:
+        with global_tracer_provider(TracerProvider()) if traced else contextlib.nullcontext():
+            assert hotpath_ir.run(mode, 300) == 300
+    finally:
+        gc.enable()  # the tool turns the collector off for its own process; this is pytest's
