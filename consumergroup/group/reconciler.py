@@ -68,6 +68,7 @@ from ..consumer.partition import PartitionConsumer
 from ..errors import (
     ConsumerError,
     ConsumerGroupError,
+    IllegalGenerationError,
     RebalanceInProgressError,
     StaleMemberEpochError,
 )
@@ -378,10 +379,11 @@ class Reconciler:
         try:
             try:
                 await self._offsets.commit(partitions)
-            except StaleMemberEpochError:
-                # The consumer protocol moved the member to a newer epoch: once more
-                # under the one the next heartbeat brings (at the end too: the heartbeat
-                # runs until the final commit is done).
+            except (StaleMemberEpochError, IllegalGenerationError, RebalanceInProgressError):
+                # The group moved the member on: once more under the newer epoch. The
+                # consumer protocol's next heartbeat brings it (at the end too: the
+                # heartbeat runs until the final commit is done); a cooperative session
+                # that ended with a join in flight learns it from that join's answer.
                 next_epoch = self._offsets.next_epoch
                 if next_epoch is None or not await next_epoch(final=end):
                     raise

@@ -13,10 +13,13 @@ by :meth:`request` and set by :meth:`run` once the join is over (or by :meth:`ca
 :meth:`run` (``rejoined`` also set by :meth:`cancel`); ``active`` by :meth:`request` and
 :meth:`run`;
 commits read them (to hold back during a rebalance, and to tell a stale fencing answer
-from a real one). ``_scope`` (the join in flight) is set by :meth:`run` and cancelled by
-:meth:`cancel` (the session's end), which also sets ``abandoned``. :meth:`run` writes the
-session's ``last_heartbeat`` when a join completes or is answered REBALANCE_IN_PROGRESS
-(an answer, as a heartbeat's is).
+from a real one). ``_scope`` (the join in flight) and ``_over`` (set when it is over) are
+set by :meth:`run`; :meth:`cancel` (the session's end) sets ``abandoned`` when a join is
+in flight, and cancels it only when the end is not graceful. ``_formed`` (the generation
+a join in flight at a graceful end brought) is written by :meth:`run` and read by
+:meth:`formed_at_end` (the final commit). :meth:`run` writes the session's
+``last_heartbeat`` when a join completes or is answered REBALANCE_IN_PROGRESS (an
+answer, as a heartbeat's is).
 """
 
 from __future__ import annotations
@@ -71,10 +74,14 @@ class CooperativeRejoin:
         # Set (and replaced) each time a join completes, or when the session ends.
         self.rejoined = anyio.Event()
         self._scope: anyio.CancelScope | None = None
+        self._over = anyio.Event()
         # A rebalance is requested, being joined or being applied.
         self.active = False
-        # A join was abandoned (the session ends): the generation may have moved on.
+        # The session ended with a join in flight: the generation may have moved on.
         self.abandoned = False
+        # The generation the join in flight at a graceful end formed (None: none, or it
+        # failed): what the final commit must carry.
+        self._formed: int | None = None
 
     @property
     def joining(self) -> bool:
@@ -97,13 +104,28 @@ class CooperativeRejoin:
             self.joined = anyio.Event()
             self.requested.set()
 
-    def cancel(self) -> None:
-        """The session ends: abandon the join in flight (close() must not wait for it)."""
+    def cancel(self, *, graceful: bool) -> None:
+        """The session ends: nobody waits for a rejoin any more. A join in flight at a
+        graceful end goes on (until the session's background tasks end, after the final
+        commit): the coordinator may have formed the next generation from it already, and
+        only its answer tells the final commit that generation (:meth:`formed_at_end`);
+        dropped, the commit would carry the old one and be refused ILLEGAL_GENERATION.
+        Java's client, too, never drops a join in flight for a metadata change (it rejoins
+        after it). After a fencing or lost end (no commit) the join is cancelled."""
         if self._scope is not None:
             self.abandoned = True
-            self._scope.cancel()
+            if not graceful:
+                self._scope.cancel()
         self.joined.set()  # nobody waits for a join that will not happen
         self.rejoined.set()
+
+    async def formed_at_end(self) -> int | None:
+        """After the session's end: wait for the join that was in flight then, and return
+        the generation it formed for this member (None when none was in flight, or it
+        failed, or it made this a new member). The caller bounds the wait."""
+        if self._scope is not None:
+            await self._over.wait()
+        return self._formed
 
     async def run(self) -> None:
         """Rejoin whenever requested, until the session ends.
@@ -125,6 +147,7 @@ class CooperativeRejoin:
             owned = session.claims
             self.joins += 1
             generation = None
+            self._over = anyio.Event()
             try:
                 with anyio.CancelScope() as self._scope:
                     generation = await self._membership.join(self._topics, owned)
@@ -161,8 +184,14 @@ class CooperativeRejoin:
                 continue
             finally:
                 self._scope = None
+                self._over.set()
             self.joined.set()
             if generation is None:  # cancelled: the session is ending
+                return
+            if session.done.is_set():
+                # Answered after the session's end: only the final commit needs it.
+                if generation.member_id == member_id:
+                    self._formed = generation.generation_id
                 return
             session.last_heartbeat = anyio.current_time()  # answered: alive as by a heartbeat
             rejoined, self.rejoined = self.rejoined, anyio.Event()

@@ -206,6 +206,7 @@ class ConsumerGroupSession:
                 retry=config.consumer.group.rebalance.retry,
                 session_timeout=config.consumer.group.session_timeout,
             )
+            offsets.next_epoch = self._next_epoch
         # anyio clock: when end() was called (the start of the end's revocation budget).
         self._ended_at: float | None = None
         # Observability: last_heartbeat by the heartbeat task (and a completed cooperative
@@ -359,7 +360,7 @@ class ConsumerGroupSession:
         self.done.set()
         self.reconciler.stop_all()
         if self._rejoin is not None:
-            self._rejoin.cancel()
+            self._rejoin.cancel(graceful=cause.graceful)
         self._on_end(cause)
 
     def rebalance(self, detail: str) -> None:
@@ -471,10 +472,21 @@ class ConsumerGroupSession:
         self.generation_id = self.offsets.generation_id = generation_id
 
     async def _next_epoch(self, *, final: bool = False) -> bool:
-        """The consumer protocol, after a commit or fetch answered STALE_MEMBER_EPOCH: wait
-        for the next heartbeat's epoch; False when there is none to wait for (classic, no
-        heartbeat running, or ending: except for the ``final`` commit, which the heartbeat
-        outlives, within the end's budget)."""
+        """The group moved the member on while an offset request was on its way; True once
+        the session carries the newer generation, False when there is none to wait for.
+
+        The consumer protocol (STALE_MEMBER_EPOCH): the next heartbeat's epoch (not while
+        ending, except for the ``final`` commit, which the heartbeat outlives, within the
+        end's budget). A cooperative member (the ``final`` commit refused as the session
+        ended with a join in flight): the generation the coordinator formed from that
+        join, once its answer is in."""
+        if self._rejoin is not None:
+            formed = await self._rejoin.formed_at_end() if final else None
+            if formed is None or formed == self.generation_id:
+                return False
+            self.log.info("the final commit goes again under generation %d", formed)
+            self.set_epoch(formed)
+            return True
         if self._consumer_heartbeat is None or (self.done.is_set() and not final):
             return False
         self.log.info("an offset request carried a stale member epoch; sending it again")

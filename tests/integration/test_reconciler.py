@@ -14,12 +14,14 @@ import pytest
 
 import consumergroup as cg
 from consumergroup.errors import RebalanceInProgressError
-from consumergroup.testing import EmbeddedBroker, free_port
+from consumergroup.group.ending import EndCause
+from consumergroup.testing import EmbeddedBroker, KafkaCluster, free_port
 from tests.conftest import TopicFactory, unique
-from tests.helpers import KafkaFrameProxy, ProxyLink, produce
+from tests.helpers import KafkaFrameProxy, ProxyLink, RoutingProxy, produce
 from tests.integration.group_support import running_member, wait_for
 from tests.integration.test_cooperative import TP, Tracker, cooperative_config, flat
 from tests.integration.test_examples import committed
+from tests.integration.test_topic_changes import grow
 
 pytestmark = pytest.mark.slow
 
@@ -321,3 +323,98 @@ async def test_close_during_a_held_rejoin_commits_at_once(
         await member.close()
         await asyncio.wait_for(task, 10)
     assert sum((await committed(bootstrap, group, topic, 2)).values()) == 40
+
+
+class HeldJoinProxy(RoutingProxy):
+    """A member's only path to the broker. Once ``armed``, holds the answer of its next
+    JoinGroup (the coordinator has formed the new generation from that join) until
+    ``release`` is set, as a loaded network or member does; ``holding`` is set meanwhile."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.armed = False
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self._hold_next = False
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        self._hold_next = self.armed and key == 11
+        self.armed = self.armed and not self._hold_next
+        return super().rewrite_response(key, version, client_id, frame)
+
+    async def forward_response(self, link: ProxyLink, frame: bytes) -> None:
+        if self._hold_next:
+            self._hold_next = False
+            self.holding.set()
+            await self.release.wait()
+        await super().forward_response(link, frame)
+
+
+async def test_partitions_added_during_a_rejoin_keep_the_final_commit(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """Partitions are added while a cooperative member's JoinGroup answer is on its way
+    (the coordinator formed the new generation from that join): the member's partition
+    watch ends its session, and its final commit is not lost to ILLEGAL_GENERATION, it
+    goes out under the generation the join brings, so nothing is read twice.
+
+    Apache Kafka only: the embedded Tansu broker has no CreatePartitions."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = unique("grow")
+    await kafka_cluster.create_topic(topic, 2)
+    await produce(bootstrap, topic, [str(i).encode() for i in range(40)])
+    group = unique()
+    a, b = Journal("a"), Journal("b")
+    config = cooperative_config(consumer__offsets__auto_commit__enable=False)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    async with (
+        HeldJoinProxy(port) as proxy,
+        running_member(proxy.address, group, [topic], a, config),
+    ):
+        await wait_for(lambda: len(a.seen) == 40, 60, "a read everything")
+        session = a.session
+        assert session is not None
+        proxy.armed = True
+        config_b = cooperative_config(consumer__offsets__auto_commit__enable=False)
+        async with running_member(bootstrap, group, [topic], b, config_b):
+            await wait_for(proxy.holding.is_set, 60, "a's rejoin answered (and held)")
+            await grow(bootstrap, topic, 3)
+            await wait_for(session.done.is_set, 30, "a's partition watch to end its session")
+            assert session.end_cause is EndCause.PARTITIONS_CHANGED, session.end_reason
+            proxy.release.set()
+            await wait_for(lambda: len(a.sessions) == 2, 60, "a's next session")
+            assert sum((await committed(bootstrap, group, topic, 2)).values()) == 40
+    assert len(a.seen) + len(b.seen) == 40, "records were read twice"
+
+
+async def test_close_while_a_formed_rejoin_is_unanswered_commits_under_its_generation(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """close() while the answer of a cooperative member's JoinGroup is on its way (the
+    coordinator formed the new generation from it): the final commit, refused for the old
+    generation, goes again under the one the join brings, within close()'s bound. (Tansu
+    still takes a commit under the old generation then: there it guards the plain path.)"""
+    topic = await new_topic(partitions=2)
+    group = unique()
+    await produce(bootstrap, topic, [str(i).encode() for i in range(40)])
+    a, b = Journal("a"), Journal("b")
+    config = cooperative_config(consumer__offsets__auto_commit__enable=False)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    async with HeldJoinProxy(port) as proxy:
+        member = cg.ConsumerGroup([proxy.address], group, config)
+        task = asyncio.create_task(member.run([topic], a))
+        try:
+            await wait_for(lambda: len(a.seen) == 40, 60, "a read everything")
+            proxy.armed = True
+            config_b = cooperative_config(consumer__offsets__auto_commit__enable=False)
+            async with running_member(bootstrap, group, [topic], b, config_b):
+                await wait_for(proxy.holding.is_set, 60, "a's rejoin answered (and held)")
+                closing = asyncio.create_task(member.close(timeout=8.0))
+                await wait_for(lambda: a.cleanups == 1, 10, "a's session to end")
+                proxy.release.set()
+                await asyncio.wait_for(closing, 10)
+                assert sum((await committed(bootstrap, group, topic, 2)).values()) == 40
+        finally:
+            proxy.release.set()
+            await member.close()
+            await asyncio.wait_for(task, 10)
