@@ -348,7 +348,8 @@ class ConsumerGroupSession:
 
     def end(self, cause: EndCause, detail: str = "", fatal: BaseException | None = None) -> None:
         """Start ending the session (idempotent): set ``done``, end every claim's stream
-        and abandon a cooperative join in flight."""
+        and stop waiting for a cooperative rejoin (a join in flight goes on after a
+        graceful end: the final commit may need the generation it forms)."""
         if fatal is not None and self.fatal is None:
             self.fatal = fatal
         if self.done.is_set():
