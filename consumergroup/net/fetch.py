@@ -307,7 +307,7 @@ def _decode(version: int, view: memoryview) -> FetchResponse:
         pos += 4
     unpack_i32 = _I32.unpack_from
     unpack_v11, unpack_v5 = _P11_NONE.unpack_from, _P5_NONE.unpack_from
-    v11, v5 = version >= 11, version >= 5
+    v11, v5 = version >= 11, 5 <= version < 11  # v5 is the layout of v5-v10 only
     n_topics = unpack_i32(view, pos)[0]
     pos += 4
     topics: list[tuple[str | None, list[tuple[Any, ...]] | None]] | None = (

@@ -239,3 +239,14 @@ def test_v12_truncated_varint_and_huge_counts_fail_fast() -> None:
     huge = payload[:at] + fetch_v12_wire.uvarint(2**31) + payload[at + 1 :]
     with pytest.raises(CorruptMessageError, match="aborted transactions"):
         decode_fetch_response(12, huge)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4])
+def test_a_v11_frame_cut_in_its_last_partitions_tail_is_corrupt(cut: int) -> None:
+    # Found by the property test above: with fewer bytes left than a v11 partition's fixed
+    # part, the decoder took the v5-v10 layout (no preferred replica) and read the replica
+    # id as the record set's length: a truncated frame decoded as a valid one.
+    fields = (0, 0, 0, [("t", [(0, 0, 0, 0, 0, None, 0, None), (0, 0, 0, 0, 0, [], 0, None)])])
+    payload = frame(11, fields)
+    with pytest.raises(CorruptMessageError):
+        decode_fetch_response(11, payload[:-cut])
