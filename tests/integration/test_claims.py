@@ -163,38 +163,39 @@ class _Restarting(logging.Handler):
 async def test_a_pause_or_resume_while_a_claim_restarts_reaches_its_new_claim(
     bootstrap: str, new_topic: TopicFactory, call: str
 ) -> None:
-    """The user resumes (or pauses) the partition while its claim restarts, during the probe
-    that checks the restart offset. Before the fix the restart had read the old claim's paused
-    flag before that await, and resume() reached only the old (stopped) claim: the partition
+    """The user resumes (or pauses) the partition while its claim restarts: at the restart's
+    first suspension, which is the probe Fetch that range-checks the restart offset when the
+    old claim knew no leader epoch for it, and otherwise (KIP-320: the new claim's first
+    fetch validates the offset, nothing goes on the wire first) the routing of the new
+    claim or its start. Before the fix the restart had read the old claim's paused flag
+    before its awaits, and resume() reached only the old (stopped) claim: the partition
     stayed paused for good while ``paused()`` was empty (or was fetched while paused)."""
     topic = await new_topic(partitions=1)
     await produce(bootstrap, topic, [b"%d" % i for i in range(10)], partition=0)
     partitions = {topic: [0]}
     config = group_config()
     config.consumer.retry.backoff = 1.0  # the stopped claim's last fetch is over by then
-    armed = False
-    restarting = _Restarting(lambda: None)
+    called = False
     async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
         member = cg.ConsumerGroup([cluster.address()], unique(), config)
 
-        def arm() -> None:
-            nonlocal armed
-            armed = True
+        def user_call() -> None:
+            nonlocal called
+            called = True
+            member.resume(partitions) if call == "resume" else member.pause(partitions)
 
-        def probed(key: int, version: int, frame: bytes) -> bytes:
-            nonlocal armed
-            if armed and key == 1:  # the restart's probe Fetch: the only Fetch by now
-                armed = False
-                member.resume(partitions) if call == "resume" else member.pause(partitions)
-            return frame
+        def soon() -> None:
+            # Logged by the restarting task right before it starts the new claim: the
+            # user's call runs as soon as that task first suspends.
+            asyncio.get_running_loop().call_soon(user_call)
 
-        restarting.then = arm
-        cluster.rewrite_response = probed
+        restarting = _Restarting(soon)
         handler = ReturnsOnce(lambda: member.pause(partitions) if call == "resume" else None)
         logging.getLogger("consumergroup.group").addHandler(restarting)
         task = asyncio.create_task(member.run([topic], handler))
         try:
             await wait_for(lambda: handler.runs == 2, 30, "the claim restarted")
+            assert called
             state = member.stats().partitions[(topic, 0)]
             assert state.paused == (call == "pause"), (state, member.paused())
             if call == "pause":
