@@ -58,6 +58,7 @@ from .membership import Membership
 from .offsets import OffsetManager
 from .session import ConsumerGroupSession, EndCause, HookFn
 from .state import GroupObserver, GroupState, GroupStats, PartitionStats
+from .transaction import AbortStreak
 
 if TYPE_CHECKING:
     from ..producer.producer import Producer
@@ -120,8 +121,11 @@ class ConsumerGroup(AsyncResource):
         self.config.validate()
         # Exactly-once: the member's transactions go through this producer (the user's).
         self._producer = producer
+        # Exactly-once: the transaction's aborts since its last commit, across sessions.
+        self._abort_streak: AbortStreak | None = None
         if producer is not None:
             self.config = _exactly_once_config(self.config, producer)
+            self._abort_streak = AbortStreak(self.config.consumer.retry.backoff)
         self.group_id = group_id
         self._client = Client(addrs, self.config)
         self._consumer = Consumer(client=self._client)
@@ -213,6 +217,7 @@ class ConsumerGroup(AsyncResource):
         """A snapshot of this member (no broker round trip: cheap enough for every probe)."""
         partitions: dict[TopicPartition, PartitionStats] = {}
         session = self._session
+        streak = self._abort_streak
         heartbeat_age: float | None = None
         loop_lag = 0.0
         # read_committed reads up to the last stable offset only: an open transaction's
@@ -259,7 +264,8 @@ class ConsumerGroup(AsyncResource):
             loop_lag=loop_lag,
             errors_dropped=self._errors_dropped,
             runaway_handlers=len(self._runaways),
-            error=self._error,
+            error=self._error if streak is None or not streak.stalled else streak.reason,
+            transaction_aborts=streak.count if streak is not None else 0,
         )
 
     @property
@@ -496,6 +502,7 @@ class ConsumerGroup(AsyncResource):
             rebalancing=self._cooperative_rebalance,
             subscription=subscription,
             producer=self._producer,
+            abort_streak=self._abort_streak,
         )
         if unknown:
             session.end(

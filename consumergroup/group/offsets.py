@@ -319,6 +319,11 @@ class OffsetManager:
             if tp in wanted and pos.last >= -1 and pos.last + 1 != pos.committed
         }
 
+    def advanced(self, pending: dict[TopicPartition, tuple[int, str]]) -> bool:
+        """Whether any of these offsets is past where an abort would rewind to (records
+        were handled since the last commit, not only a start offset found)."""
+        return any(offset != self._rewind_to.get(tp) for tp, (offset, _) in pending.items())
+
     def acknowledge(self, done: dict[TopicPartition, tuple[int, str]]) -> None:
         """These offsets were committed (by the member's transaction)."""
         for tp, (offset, _) in done.items():

@@ -618,7 +618,8 @@ class Reconciler:
     ) -> PartitionConsumer | None:
         """A new partition consumer for the claim, from its marked offset, after a backoff
         (none when the member's transaction aborted and ``rewound`` it: its handler
-        returned because its stream was ended); None when the claim is revoked or the
+        returned because its stream was ended; but at least the group's back-off after
+        aborts without progress); None when the claim is revoked or the
         session ends first (either wakes it).
 
         The warning is logged only once the backoff is over and the claim is still owned:
@@ -626,6 +627,8 @@ class Reconciler:
         """
         while True:
             delay = 0.0 if rewound else backoff.next()
+            if self._transaction is not None:  # aborts without progress hold back every claim
+                delay = max(delay, self._transaction.streak.holdoff())
             self._session.log.debug("consume_claim for %s/%d %s", *tp, what)
             with anyio.move_on_after(delay):
                 await task.stopping.wait()

@@ -66,7 +66,7 @@ from .logs import GroupLogger
 from .reconciler import HookFn, OpenClaims, Reconciler, Runaway, claim_on_stack
 from .rejoin import CooperativeRejoin
 from .session_tasks import Notify
-from .transaction import GroupTransaction
+from .transaction import AbortStreak, GroupTransaction
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ class ConsumerGroupSession:
         paused: Collection[TopicPartition] = (),
         runaway: Runaway | None = None,
         producer: Producer | None = None,
+        abort_streak: AbortStreak | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = generation.member_id
@@ -159,6 +160,8 @@ class ConsumerGroupSession:
                     EndCause.FENCED, "another producer took this transactional_id", exc
                 ),
                 log=self.log,
+                streak=abort_streak or AbortStreak(config.consumer.retry.backoff),
+                report=self._report,
             )
             offsets.transaction = self.transaction.commit
         self.reconciler = Reconciler(

@@ -91,8 +91,12 @@ class GroupStats:
     #: ``consume_claim`` tasks that ignored their cancellation, were abandoned and still
     #: run, detached (a handler bug: ``/health/live`` fails while there is one).
     runaway_handlers: int = 0
-    #: Why the member FAILED (or the last transient error while it retries).
+    #: Why the member FAILED (or the last transient error while it retries; exactly-once:
+    #: why its transaction aborted, while the aborts in a row stall it).
     error: str | None = None
+    #: Exactly-once: the member's transaction aborts in a row, without a commit between;
+    #: from 3 (``transaction.STALLED_AFTER``) the group backs off and is not ready.
+    transaction_aborts: int = 0
     #: The group protocol: ``"classic"`` or ``"consumer"`` (KIP-848), not the assignor.
     protocol: str = "classic"
     #: Consumer protocol: the member epoch (0 before it joins); classic: the generation id.
@@ -133,6 +137,7 @@ class GroupStats:
             "errors_dropped": self.errors_dropped,
             "runaway_handlers": self.runaway_handlers,
             "error": self.error,
+            "transaction_aborts": self.transaction_aborts,
             "c_extensions": self.c_extensions,
             "partitions": [
                 {

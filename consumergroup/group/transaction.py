@@ -26,6 +26,13 @@ position. A session that ends without its partitions (LOST, FENCED) aborts whate
 open: the partitions' next owner reads from their last commit, and KIP-447's stable
 offset fetch makes it wait for this transaction's outcome.
 
+**Aborts without progress back off.** A handler that fails on every attempt would abort,
+rewind and fail again in a loop. :class:`AbortStreak` (one per group, outliving its
+sessions) counts the aborts since the last commit; each one holds back every claim's
+restart for a delay growing with the count (the retry policy's :class:`Backoff`), and
+from :data:`STALLED_AFTER` in a row the group reports the error on ``errors()`` and
+``/health/ready`` fails, until a transaction commits again.
+
 Who touches what (one event loop): ``epoch``, the gate (``_closed``, ``_ending``,
 ``_opened``) and the producer's transaction state are written under ``_lock`` by :meth:`commit` /
 :meth:`abort` / :meth:`close` only; ``_claims`` is written by the gated iterations
@@ -38,7 +45,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConsumerGroupError, ProducerFencedError, StaleMemberEpochError
+from ..errors import ConsumerError, ConsumerGroupError, ProducerFencedError, StaleMemberEpochError
+from ..retry import Backoff
 
 if TYPE_CHECKING:
     from ..producer.metadata import RecordMetadata
@@ -47,11 +55,57 @@ if TYPE_CHECKING:
     from .logs import GroupLogger
     from .offsets import OffsetManager
 
-__all__ = ["GroupTransaction"]
+__all__ = ["STALLED_AFTER", "AbortStreak", "GroupTransaction"]
 
 T = TypeVar("T")
 #: A gated iteration yields to the event loop once per this many items handed out.
 _YIELD_EVERY = 128
+#: Aborts in a row, without a commit between, from which the group reports the error and
+#: is not ready (``/health/ready``).
+STALLED_AFTER = 3
+
+
+class AbortStreak:
+    """The member's transaction aborts since its last commit, and the back-off they earn.
+
+    Owned by the group (it outlives each session: a rebalance does not hide a handler
+    failing on every attempt); written by the sessions' transactions under their lock
+    (:meth:`aborted`, :meth:`committed`), read by every claim's restart (:meth:`holdoff`)
+    and by ``stats()``.
+    """
+
+    def __init__(self, backoff: float) -> None:
+        self.count = 0
+        #: Why the last transaction aborted (None after a commit).
+        self.reason: str | None = None
+        self._backoff = Backoff(backoff)
+        self._resume_at = 0.0
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the aborts in a row reached :data:`STALLED_AFTER`."""
+        return self.count >= STALLED_AFTER
+
+    def aborted(self, reason: str) -> float:
+        """One more abort: the delay every claim's restart now waits."""
+        self.count += 1
+        self.reason = reason
+        delay = self._backoff.next()
+        self._resume_at = asyncio.get_running_loop().time() + delay
+        return delay
+
+    def committed(self) -> None:
+        """A transaction committed: progress, the streak is over."""
+        self.count = 0
+        self.reason = None
+        self._backoff.reset()
+        self._resume_at = 0.0
+
+    def holdoff(self) -> float:
+        """Seconds a claim's restart still waits (0 once the back-off is over)."""
+        if not self._resume_at:
+            return 0.0
+        return max(0.0, self._resume_at - asyncio.get_running_loop().time())
 
 
 class _Claim:
@@ -82,6 +136,8 @@ class GroupTransaction:
         stop_claims: Callable[[], None],
         fenced: Callable[[BaseException], None],
         log: GroupLogger,
+        streak: AbortStreak,
+        report: Callable[[ConsumerError], None],
     ) -> None:
         self._producer = producer
         self._offsets = offsets
@@ -91,6 +147,9 @@ class GroupTransaction:
         # The producer was replaced by another with its transactional id: ends the session.
         self._fenced = fenced
         self._log = log
+        self.streak = streak
+        # Reports a streak of aborts on errors().
+        self._report = report
         # Bumped by every abort: an iteration begun before it ends.
         self.epoch = 0
         self._lock = asyncio.Lock()
@@ -219,6 +278,9 @@ class GroupTransaction:
     async def _commit(self) -> None:
         producer = self._producer
         pending = self._offsets.pending()
+        # Progress ends a streak of aborts: records written, or marks past the last commit
+        # (not a start offset committed for the first time).
+        progress = producer.in_transaction or self._offsets.advanced(pending)
         if not producer.in_transaction:
             if not pending:
                 return
@@ -238,6 +300,8 @@ class GroupTransaction:
             raise
         self._offsets.acknowledge(pending)
         self.commits += 1
+        if progress:
+            self.streak.committed()
 
     async def _abort(self, reason: str) -> None:
         """Abort (the lock held, the gate closed), then rewind every claim."""
@@ -256,6 +320,21 @@ class GroupTransaction:
             self.epoch += 1
             self._offsets.rewind()
             self._stop_claims()
+            self._backing_off(reason)
+
+    def _backing_off(self, reason: str) -> None:
+        """Count the abort; from :data:`STALLED_AFTER` in a row, report it on errors()."""
+        streak = self.streak
+        delay = streak.aborted(reason)
+        if streak.stalled:
+            self._report(
+                ConsumerError(
+                    f"the transaction aborted {streak.count} times in a row without a "
+                    f"commit (the last: {reason}); every claim restarts after {delay:.1f}s "
+                    "and /health/ready fails until a transaction commits: fix what makes "
+                    "it abort (a handler raising on every attempt?)"
+                )
+            )
 
     # ------------------------------------------------------------------ the gate
 

@@ -25,7 +25,8 @@ from .._lifecycle import cancel_and_wait
 from ..errors import ConfigurationError
 from ..group.consumer_group import ConsumerGroup
 from ..group.handler import ConsumerGroupHandler
-from ..group.state import GroupState
+from ..group.state import GroupState, GroupStats
+from ..group.transaction import STALLED_AFTER
 from ..share.group import ShareGroup
 from ..share.handler import ShareGroupHandler
 
@@ -290,11 +291,13 @@ class ServiceHealth:
         return (200 if status == "alive" else 503), body
 
     def ready(self) -> tuple[int, JSON]:
-        """200 only while every group is STABLE with claims; 503 with the reasons else."""
+        """200 only while every group is STABLE with claims and (exactly-once) its
+        transaction is not aborting in a row without progress; 503 with the reasons else."""
         groups = []
         for group in self.groups:
             stats = group.stats()
-            ready = stats.state is GroupState.STABLE and bool(stats.partitions)
+            stalled = isinstance(stats, GroupStats) and stats.transaction_aborts >= STALLED_AFTER
+            ready = stats.state is GroupState.STABLE and bool(stats.partitions) and not stalled
             groups.append({"ready": ready, **stats.as_dict()})
         all_ready = bool(groups) and all(g["ready"] for g in groups)
         body: JSON = {"status": "ready" if all_ready else "unavailable", "groups": groups}

@@ -24,6 +24,7 @@ import pytest
 import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.errors import ConfigurationError, ConsumerGroupError
+from consumergroup.integrations._service import ServiceHealth
 from consumergroup.retry import is_transient
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce, read_committed_values
@@ -140,6 +141,69 @@ async def test_a_handler_error_aborts_and_the_claims_are_read_again(
 
 
 @KAFKA_ONLY
+class FailsUntilFixed(cg.ConsumerGroupHandler):
+    """Copies to ``out``, but raises after every send while ``broken``."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.broken = True
+        self.attempts = 0
+
+    async def consume_claim(
+        self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
+    ) -> None:
+        async for msg in claim.messages():
+            await session.send(self.out, msg.value, key=msg.key)
+            if self.broken:
+                self.attempts += 1
+                raise RuntimeError("the handler fails on every attempt, after its send")
+            session.mark_message(msg)
+
+
+async def test_aborts_without_progress_back_off_and_fail_readiness(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A handler raising after its send on every attempt: each abort holds back the
+    claims' restart longer (the retry policy's back-off, no spin), from the third in a
+    row the group reports it on errors() and /health/ready answers 503 with the reason;
+    once the handler is fixed, the next commit ends the streak and it is ready again.
+    Both brokers: this is about the aborts, not what read_committed shows."""
+    source, out = await new_topic(partitions=1), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    await inputs(bootstrap, source, 30)
+    handler = FailsUntilFixed(out)
+    base = 0.05
+    config = eos_config(consumer__return_errors=True, consumer__retry__backoff=base)
+    async with copier(bootstrap, group, source, handler, config) as member:
+        health = ServiceHealth([member], metrics=False)
+        errors: list[cg.ConsumerError] = []
+
+        async def collect() -> None:
+            async for err in member.errors():
+                errors.append(err)
+
+        collector = asyncio.create_task(collect())
+        await wait_for(lambda: handler.attempts >= 1, 60, "the first failure")
+        first = asyncio.get_running_loop().time()
+        await wait_for(lambda: member.stats().transaction_aborts >= 6, 60, "six aborts")
+        # Each abort k held every restart back at least base * 2**(k-1) / 2 (equal jitter).
+        elapsed = asyncio.get_running_loop().time() - first
+        assert elapsed >= base * (1 + 2 + 4 + 8 + 16) / 2 - 0.05  # less the poll above
+        assert handler.attempts <= member.stats().transaction_aborts + 1
+        status, body = health.ready()
+        assert status == 503
+        (stats,) = body["groups"]
+        assert not stats["ready"] and stats["transaction_aborts"] >= 6
+        assert "raised" in stats["error"]
+        await wait_for(lambda: any("times in a row" in str(e) for e in errors), 10, "the report")
+
+        handler.broken = False
+        await wait_for(lambda: health.ready()[0] == 200, 60, "ready again")
+        assert member.stats().transaction_aborts == 0
+        collector.cancel()
+    await committed_through(bootstrap, group, 30)
+
+
 @pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
 async def test_a_second_member_joining_moves_partitions_exactly_once(
     bootstrap: str, new_topic: TopicFactory, protocol: str
