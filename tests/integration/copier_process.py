@@ -21,7 +21,8 @@ from tests.integration.group_support import group_config
 class Copier(cg.ConsumerGroupHandler):
     """Copies every record to ``out`` in the member's transaction, ``delay`` seconds
     between its send and its mark; raises once, after its send, on the record whose value
-    is ``fail_on``; ``printing``: a JSON line per record copied, before its mark."""
+    is ``fail_on`` (after every send while ``broken``); ``printing``: a JSON line per
+    record copied, before its mark."""
 
     def __init__(
         self,
@@ -36,15 +37,20 @@ class Copier(cg.ConsumerGroupHandler):
         self.fail_on = fail_on
         self.printing = printing
         self.copied = 0
+        # Raise after every send while set (tests flip it); failures: how often it raised.
+        self.broken = False
+        self.failures = 0
 
     async def consume_claim(
         self, session: cg.ConsumerGroupSession, claim: cg.ConsumerGroupClaim
     ) -> None:
         async for msg in claim.messages():
             await session.send(self.out, msg.value, key=msg.key)
-            if msg.value == self.fail_on:
+            if self.broken or msg.value == self.fail_on:
                 self.fail_on = None
-                raise RuntimeError("the handler fails once, after its send")
+                self.failures += 1
+                once = "on every record" if self.broken else "once"
+                raise RuntimeError(f"the handler fails {once}, after its send")
             self.copied += 1
             if self.printing:
                 sys.stdout.write(json.dumps({"copied": self.copied}) + "\n")
