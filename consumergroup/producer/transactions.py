@@ -64,6 +64,7 @@ from ..errors import (
     ProducerFencedError,
     RequestTimedOutError,
     TransactionAbortableError,
+    TransactionalIdAuthorizationFailedError,
     UnsupportedVersionError,
     error_for_code,
     raise_for_code,
@@ -401,6 +402,18 @@ class TransactionManager:
                 f": another producer with transactional id {self.transactional_id!r} took "
                 "over (each producer instance needs a transactional_id of its own), or this "
                 "producer's transaction timed out and it was re-initialised elsewhere"
+            )
+        elif error is TransactionalIdAuthorizationFailedError:
+            context += (
+                ": the broker's authorizer refuses this transactional id to this client: "
+                f"grant its principal WRITE on the TransactionalId {self.transactional_id!r}, "
+                "or unset producer.transactional_id"
+            )
+        elif error is UnsupportedVersionError:
+            context += (
+                ": the broker offers no transactions at this version: unset "
+                "producer.transactional_id, or use a broker with transactions (Apache "
+                "Kafka 0.11 or later)"
             )
         raise_for_code(code, context)
 
