@@ -161,6 +161,14 @@ async def read_committed_values(bootstrap: str, topic: str, partitions: int) -> 
     """Every value a read_committed reader sees in ``topic``, read to the high watermark
     (the reader's last stable offset gets there once every transaction that wrote to
     ``topic`` is decided: committed, aborted, or aborted by the coordinator on timeout)."""
+    return [value for _, value in await read_committed_records(bootstrap, topic, partitions)]
+
+
+async def read_committed_records(
+    bootstrap: str, topic: str, partitions: int
+) -> list[tuple[int, bytes]]:
+    """:func:`read_committed_values` with each value's partition, in each partition's
+    order."""
     parts = [TopicPartition(topic, p) for p in range(partitions)]
     peek = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await peek.start()
@@ -175,12 +183,12 @@ async def read_committed_values(bootstrap: str, topic: str, partitions: int) -> 
     try:
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
-        values: list[bytes] = []
+        records: list[tuple[int, bytes]] = []
         async with asyncio.timeout(90):
             while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-                for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                    values += [m.value for m in msgs]
-        return values
+                for tp, msgs in (await consumer.getmany(timeout_ms=500)).items():
+                    records += [(tp.partition, m.value) for m in msgs]
+        return records
     finally:
         await consumer.stop()
 

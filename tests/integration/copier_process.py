@@ -15,7 +15,7 @@ import os
 import sys
 
 import consumergroup as cg
-from tests.integration.group_support import group_config
+from tests.integration.group_support import consumer_protocol_config, group_config
 
 
 class Copier(cg.ConsumerGroupHandler):
@@ -61,12 +61,14 @@ class Copier(cg.ConsumerGroupHandler):
 
 
 async def main(args: argparse.Namespace) -> None:
-    config = group_config()
+    config = consumer_protocol_config() if args.protocol == "consumer" else group_config()
+    if args.protocol == "cooperative":
+        config.consumer.group.rebalance.strategies = [cg.CooperativeStickyAssignor()]
     config.producer.transactional_id = args.transactional_id
     config.producer.transaction_timeout = args.transaction_timeout
     async with (
-        cg.Producer([args.bootstrap], config) as producer,
-        cg.ConsumerGroup([args.bootstrap], args.group, config, producer=producer) as group,
+        cg.Producer(args.bootstrap.split(","), config) as producer,
+        cg.ConsumerGroup(args.bootstrap.split(","), args.group, config, producer=producer) as group,
     ):
         copier = Copier(args.out, delay=args.delay, printing=True)
         run = asyncio.create_task(group.run([args.source], copier))
@@ -83,4 +85,7 @@ if __name__ == "__main__":
         parser.add_argument(name)
     parser.add_argument("--delay", type=float, default=0.01)
     parser.add_argument("--transaction-timeout", type=float, default=10.0)
+    parser.add_argument(
+        "--protocol", choices=["classic", "cooperative", "consumer"], default="classic"
+    )
     asyncio.run(main(parser.parse_args()))
