@@ -45,7 +45,10 @@ SECTIONS = (
     "scaling",
     "spark",
     "spark_kafka",
+    "otel",
 )
+#: Sections that need no broker (run once, whatever ``--brokers`` says).
+BROKERLESS = ("spark_kafka", "otel")
 #: Eager vs cooperative for us and for librdkafka, and aiokafka (eager only).
 REBALANCE_PEERS = (
     "cg_messages",
@@ -112,7 +115,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         action="append",
         choices=SECTIONS,
-        help="run only this section (repeatable; default: all; spark needs the [spark] extra)",
+        help="run only this section (repeatable; default: all; spark needs the [spark] extra; "
+        "otel, the OpenTelemetry extra's cost with no tracer provider, needs valgrind and "
+        "no broker)",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 100k messages, 1 rep")
     p.add_argument(
@@ -412,8 +417,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     """Run the selected sections on every broker; returns the results tree."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results: dict[str, Any] = {"meta": _meta(args, stamp), "runs": {}}
-    for kind in args.brokers:
-        results["runs"][kind] = await run_on(args, kind, results)
+    if any(section not in BROKERLESS for section in args.only):
+        for kind in args.brokers:
+            results["runs"][kind] = await run_on(args, kind, results)
+    if "otel" in args.only:
+        from . import hotpath_ir
+
+        log("OpenTelemetry extra absent vs present without a provider (callgrind)")
+        low, high = (2_000, 8_000) if args.quick else (20_000, 120_000)
+        results["otel"] = await asyncio.to_thread(hotpath_ir.otel, low, high)
     if "spark_kafka" in args.only:
         from . import spark_kafka  # its own Apache Kafka: Spark's source needs ListOffsets
 
@@ -447,6 +459,10 @@ def main(argv: list[str] | None = None) -> None:
         from . import spark_kafka
 
         text += "\n" + spark_kafka.markdown(results["spark_kafka"])
+    if "otel" in results:
+        from . import hotpath_ir
+
+        text += "\n" + hotpath_ir.otel_markdown(results["otel"])
     (RESULTS / "latest.md").write_text(text)
     print(text)
     log(f"wrote {RESULTS / (stamp + '.json')} and {RESULTS / 'latest.md'}")

@@ -22,6 +22,11 @@ cancel out). Modes:
   creation (compare with ``messages``)
 * ``claim_messages_traced``: the same with an SDK tracer provider whose spans go nowhere:
   a span per message (what tracing costs when it is on)
+* ``claim_batches``: ``batches()`` of such a claim (OpenTelemetry imported, no provider)
+* ``claim_messages_absent``, ``claim_batches_absent``: the two claim streams with
+  OpenTelemetry unimportable in the process (a meta-path finder refuses it, as if the
+  ``otel`` extra were not installed): the baseline of the issue's "within 2 %" check,
+  which :func:`otel` runs and ``python -m bench --only otel`` reports
 
 ``mark`` is ``session.mark_message`` of a real :class:`ConsumerGroupSession` owning the
 partition. ``--run MODE N`` is the child: it runs one mode once, uninstrumented.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.abc
 import os
 import re
 import shutil
@@ -49,7 +55,17 @@ MODES = (
     "messages_mark",
     "claim_messages",
     "claim_messages_traced",
+    "claim_batches",
+    "claim_messages_absent",
+    "claim_batches_absent",
 )
+#: The "OTel absent" / "OTel present, no tracer provider" pairs of :func:`otel`.
+OTEL_PAIRS = (
+    ("messages()", "claim_messages_absent", "claim_messages"),
+    ("batches()", "claim_batches_absent", "claim_batches"),
+)
+#: The issue's bound on what the extra, installed but unused, may add per message.
+OTEL_BOUND = 0.02
 
 
 class _Ready:
@@ -124,8 +140,13 @@ def run(mode: str, n: int) -> int:
         mark = session.mark_message
         try:
             if mode.startswith("claim_messages"):
-                async for _msg in claim_for(pc, traced=mode.endswith("_traced")).messages():
+                async for _msg in claim_for(pc, mode).messages():
                     got += 1
+            elif mode.startswith("claim_batches"):
+                async for batch in claim_for(pc, mode).batches():
+                    for _msg in batch:
+                        pass
+                    got += len(batch)
             elif mode == "batches":
                 async for batch in pc.batches():
                     for _msg in batch:
@@ -152,19 +173,41 @@ def run(mode: str, n: int) -> int:
     return asyncio.run(consume())
 
 
-def claim_for(pc: Any, *, traced: bool) -> Any:
-    """A group's claim on ``pc``, made with OpenTelemetry imported and, if ``traced``, an
-    SDK tracer provider set (its spans are dropped); otherwise none is set."""
-    from opentelemetry import trace
+def claim_for(pc: Any, mode: str) -> Any:
+    """A group's claim on ``pc`` as a group makes it (with its :class:`ClaimTracing`).
 
+    ``*_absent``: OpenTelemetry is not imported here (the child refuses it altogether);
+    ``*_traced``: imported, an SDK tracer provider set (its spans are dropped); otherwise
+    imported, no provider set.
+    """
     from consumergroup._otel import ClaimTracing
     from consumergroup.group.claim import ConsumerGroupClaim
 
-    if traced:
-        from opentelemetry.sdk.trace import TracerProvider
+    if not mode.endswith("_absent"):
+        from opentelemetry import trace
 
-        trace.set_tracer_provider(TracerProvider())  # no processor: spans are dropped
+        if mode.endswith("_traced"):
+            from opentelemetry.sdk.trace import TracerProvider
+
+            trace.set_tracer_provider(TracerProvider())  # no processor: spans are dropped
     return ConsumerGroupClaim(pc, 0, ClaimTracing("g", "bench"))
+
+
+class _NoOpenTelemetry(importlib.abc.MetaPathFinder):
+    """Refuses ``opentelemetry`` and its submodules: the process runs as if the ``otel``
+    extra were not installed."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname == "opentelemetry" or fullname.startswith("opentelemetry."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked)", name=fullname)
+        return None
+
+
+def block_opentelemetry() -> None:
+    """Make OpenTelemetry unimportable in this process (the ``*_absent`` children)."""
+    if any(m == "opentelemetry" or m.startswith("opentelemetry.") for m in sys.modules):
+        raise RuntimeError("opentelemetry is already imported: too late to block it")
+    sys.meta_path.insert(0, _NoOpenTelemetry())
 
 
 def _noop(_pc: object) -> None:
@@ -194,6 +237,58 @@ def instructions(mode: str, n: int) -> int:
     return int(match.group(1))
 
 
+NO_VALGRIND = "valgrind is not installed (apt-get install valgrind)"
+
+
+def otel(low: int = 20_000, high: int = 120_000) -> dict[str, Any]:
+    """The issue's check: a claim's ``messages()`` and ``batches()`` with the ``otel`` extra
+    absent and with it present but no tracer provider set, instructions per message
+    (decode included: what a message costs from its bytes to the loop body), the ratio and
+    a verdict against :data:`OTEL_BOUND`. Without valgrind: ``{"skipped": reason}``."""
+    if shutil.which("valgrind") is None:
+        return {"skipped": NO_VALGRIND}
+    rows = []
+    for stream, absent, present in OTEL_PAIRS:
+        per = {}
+        for mode in (absent, present):
+            lo, hi = instructions(mode, low), instructions(mode, high)
+            per[mode] = (hi - lo) / (high - low)
+        ratio = per[present] / per[absent]
+        rows.append(
+            {
+                "stream": stream,
+                "absent_ir": per[absent],
+                "present_ir": per[present],
+                "ratio": ratio,
+                "ok": ratio - 1 <= OTEL_BOUND,
+            }
+        )
+    return {"low": low, "high": high, "bound": OTEL_BOUND, "rows": rows}
+
+
+def otel_markdown(result: dict[str, Any]) -> str:
+    """The :func:`otel` result as a markdown table with its verdict."""
+    head = "### OpenTelemetry extra installed, no tracer provider: CPU per message\n\n"
+    if "skipped" in result:
+        return head + f"SKIPPED: {result['skipped']}\n"
+    lines = [
+        head,
+        f"callgrind instructions per message, decode included ({result['low']:,} and "
+        f"{result['high']:,} messages; `python -m bench.hotpath_ir --modes "
+        + ",".join(m for _s, a, p in OTEL_PAIRS for m in (a, p))
+        + "`)\n\n",
+        "| claim stream | OTel absent | OTel present, no provider | ratio | "
+        f"target <= {1 + result['bound']:.2f}x |\n",
+        "|---|---:|---:|---:|---|\n",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['stream']} | {row['absent_ir']:,.0f} | {row['present_ir']:,.0f} | "
+            f"{row['ratio']:.4f}x | {'PASS' if row['ok'] else 'FAIL'} |\n"
+        )
+    return "".join(lines)
+
+
 def main() -> None:
     """Command line."""
     p = argparse.ArgumentParser(prog="python -m bench.hotpath_ir", description=__doc__)
@@ -204,11 +299,15 @@ def main() -> None:
     args = p.parse_args()
     if args.run:
         mode, n = args.run[0], int(args.run[1])
+        if mode.endswith("_absent"):
+            block_opentelemetry()
         got = run(mode, n)
         assert got == n, (got, n)
+        if mode.endswith("_absent"):
+            assert "opentelemetry" not in sys.modules, "something imported opentelemetry"
         return
     if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+        raise SystemExit(NO_VALGRIND)
     per: dict[str, float] = {}
     for mode in args.modes.split(","):
         low, high = instructions(mode, args.low), instructions(mode, args.high)
@@ -228,6 +327,14 @@ def main() -> None:
             "a claim's messages() (tracing off) over the partition's: "
             f"{per['claim_messages'] - per['messages']:,.0f}"
         )
+    for stream, absent, present in OTEL_PAIRS:
+        if {absent, present} <= per.keys():
+            ratio = per[present] / per[absent]
+            verdict = "PASS" if ratio - 1 <= OTEL_BOUND else "FAIL"
+            print(
+                f"a claim's {stream}, OTel present (no provider) over absent: "
+                f"{ratio:.4f}x ({verdict}: target <= {1 + OTEL_BOUND:.2f}x)"
+            )
     if {"claim_messages", "claim_messages_traced"} <= per.keys():
         print(
             "a span per message (tracing on, spans dropped): "
