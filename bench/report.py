@@ -235,7 +235,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# Benchmark {meta['timestamp']}",
         "",
-        f"Brokers: {', '.join(r['broker'] for r in results['runs'].values())}. "
+        f"Brokers: {', '.join(r['broker'] for r in results['runs'].values()) or 'none'}. "
         f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, "
         f"aiokafka {meta['aiokafka']}, confluent-kafka {meta['confluent_kafka']} "
         f"(librdkafka {meta['librdkafka']}), franz-go {meta['franz_go']}, sarama "
