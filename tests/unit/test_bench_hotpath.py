@@ -3,6 +3,7 @@ tool builds a real session and claims, so a change of their constructors breaks 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import subprocess
@@ -11,7 +12,8 @@ import sys
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from bench import hotpath_ir
+from bench import __main__ as bench_main
+from bench import hotpath_ir, report
 from tests.helpers import global_tracer_provider
 
 
@@ -64,3 +66,22 @@ def test_otel_markdown_verdicts() -> None:
     text = hotpath_ir.otel_markdown({"low": 1, "high": 2, "bound": 0.02, "rows": rows})
     assert "| messages() | 1,000 | 1,019 | 1.0190x | PASS |" in text
     assert "| batches() | 1,000 | 1,030 | 1.0300x | FAIL |" in text
+
+
+def test_bench_only_otel_starts_no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m bench --only otel`` runs the section once and starts no broker."""
+    calls: list[tuple[int, int]] = []
+
+    def fake_otel(low: int, high: int) -> dict[str, object]:
+        calls.append((low, high))
+        return {"skipped": "fake"}
+
+    async def no_broker(*_args: object) -> dict[str, object]:
+        raise AssertionError("a broker section ran")
+
+    monkeypatch.setattr(hotpath_ir, "otel", fake_otel)
+    monkeypatch.setattr(bench_main, "run_on", no_broker)
+    results = asyncio.run(bench_main.amain(bench_main.parse_args(["--only", "otel"])))
+    assert calls == [(20_000, 120_000)]
+    assert results["runs"] == {} and results["otel"] == {"skipped": "fake"}
+    assert "Brokers: none." in report.markdown(results)
