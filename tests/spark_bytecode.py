@@ -7,9 +7,9 @@ cannot write bytecode, so each worker compiles the pyspark modules it imports ag
 non-daemon worker (Python data source planning, the streaming source runner) to connect
 back ("Timed out while waiting for the Python worker to connect back"): under a heavy
 load a worker that compiles first misses it. ``compile_pyspark_zip()`` adds unchecked
-hash-based ``.pyc`` files beside the sources in the zip (PEP 552): a zip import uses
-them as they are, and still reads the ``.py`` for tracebacks; an interpreter of another
-version ignores them (another magic number) and compiles, as before.
+hash-based ``.pyc`` files beside the sources in the zip (PEP 552), compiled under the
+zip's own path as a zip import names them: a zip import uses them as they are; an
+interpreter of another version ignores them (another magic number) and compiles.
 
 Run by ``python -m tests.prepare`` and by the Spark tests' fixtures (idempotent, under a
 file lock: a zip that already has bytecode is left alone).
@@ -41,10 +41,16 @@ def pyspark_zip() -> Path | None:
     return path if path.is_file() else None
 
 
+#: Written into the zip with the bytecode. A zip compiled before the bytecode named its
+#: sources by the zip's path (it named a deleted temporary tree, and Spark's tracebacks
+#: grew by the source lines found there) has bytecode but no marker: compiled again.
+_MARKER = "pyspark/_consumergroup_bytecode_v2"
+
+
 def has_bytecode(path: Path) -> bool:
-    """True when the zip holds compiled bytecode for pyspark's package."""
+    """True when the zip holds our compiled bytecode for pyspark's package."""
     with zipfile.ZipFile(path) as zf:
-        return "pyspark/__init__.pyc" in zf.NameToInfo
+        return _MARKER in zf.NameToInfo
 
 
 def compile_pyspark_zip() -> Path | None:
@@ -60,13 +66,15 @@ def compile_pyspark_zip() -> Path | None:
             tree = Path(tmp) / "tree"
             with zipfile.ZipFile(path) as zf:
                 zf.extractall(tree)
-                names = zf.namelist()
+                names = [n for n in zf.namelist() if not n.endswith(".pyc")]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pyspark's own SyntaxWarnings
                 compileall.compile_dir(
                     tree,
                     quiet=1,
                     rx=_NOT_IMPORTED,
+                    ddir=str(path),  # tracebacks name <zip>/pyspark/..., as a zip import does
+                    force=True,
                     legacy=True,  # module.pyc beside module.py: where a zip import looks
                     invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
                 )
@@ -75,5 +83,6 @@ def compile_pyspark_zip() -> Path | None:
             with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as out:
                 for name in [*names, *compiled]:
                     out.write(tree / name, name)
+                out.writestr(_MARKER, "")
             os.replace(staged, path)  # a worker starting now sees the old zip or the new
     return path
