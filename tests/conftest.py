@@ -40,6 +40,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.8) groups a test under --dist loadgroup by writing "@group" into the
+    # test's Node._nodeid; pytest 9.2 keeps node ids elsewhere, so the groups were silently
+    # ignored and every worker that drew one of a group's tests started its cluster again
+    # (pytest-dev/pytest-xdist#1386). pyproject pins pytest below 9.2; this says so at once.
+    from _pytest.nodes import Node
+
+    dist = config.getoption("dist", default="no")
+    if dist == "loadgroup" and "_nodeid" not in getattr(Node, "__slots__", ("_nodeid",)):
+        raise pytest.UsageError(
+            f"--dist loadgroup would ignore every xdist_group on pytest {pytest.__version__} "
+            "(pytest-dev/pytest-xdist#1386): install pyproject's pin, pytest<9.2 "
+            "(make .venv/.installed after touching setup.py), or run with -n 0"
+        )
     for broker in BROKERS:
         config.addinivalue_line(
             "markers",
