@@ -21,6 +21,8 @@ PIP_FLAGS := --quiet --disable-pip-version-check --no-compile
 # more workers than cores. Each worker starts its own brokers (session fixtures); tests
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
+# More pytest arguments for `make test` and `make test-quick` (TEST_ARGS="-x -k restart").
+TEST_ARGS ?=
 
 # The extras `make test` installs (every extra: their tests run); `make install EXTRAS=...`
 # adds some of them to the demo's venv. SYSTEM_EXTRAS build against system libraries that
@@ -99,27 +101,34 @@ broker: $(DEMO)
 ## Tansu broker and on Apache Kafka), mypy --strict, ruff, the docs site (--strict: every
 ## internal link and anchor), the C extensions under the sanitizers. The first run fetches
 ## Apache Kafka's jars with mvn into .cache/ and builds the Go and Java peers.
-## The downloads and builds (python -m tests.prepare) run in the background from the
-## start, alongside lint, types, docs and the sanitized C tests. The Spark tests run in a
-## pytest process of their own (pyspark's imports and its JVM stay out of the other
-## tests): after the parallel run by default; SPARK_TESTS=alongside starts them at once in
-## the background (output printed at the end): shorter where the cores allow, but Spark's
-## Python workers must connect back within Spark's timeout, which a 2-core machine under
-## the parallel run can miss. The parallel run lists its slowest tests (--durations).
-SPARK_TESTS ?= after
+## Everything runs at once, in four processes, because most of the suite waits (on brokers,
+## timeouts, rebalances) and the checks are single-threaded: the downloads and builds
+## (python -m tests.prepare, which the parallel run waits for), the checks (lint, types,
+## docs, sanitized C, one after the other and niced: they only need to finish, while the
+## tests' brokers and members keep deadlines; output in .cache/checks.log, printed at the
+## end), the Spark tests
+## (a pytest process of their own: pyspark's imports and its JVM stay out of the other
+## tests; output in .cache/spark-tests.log, printed at the end) and the parallel run, which
+## lists its slowest tests (--durations). SPARK_TESTS=after runs the Spark tests after the
+## parallel run instead, in the foreground.
+SPARK_TESTS ?= alongside
 SPARK_RUN := $(BIN)/pytest -q -p no:cacheprovider -m spark --durations=10
 test: $(STAMP) $(KRB5)
 	@mkdir -p .cache
-	@trap 'kill $$prep $$spark 2>/dev/null' EXIT; \
+	@trap 'kill $$prep $$checks $$spark 2>/dev/null' EXIT; \
 	$(BIN)/python -m tests.prepare > .cache/prepare.log 2>&1 & prep=$$!; \
+	nice -n 10 sh -c '$(LINT) && $(TYPECHECK) && $(DOCS_CHECK) && $(C_SANITIZED)' \
+		> .cache/checks.log 2>&1 & checks=$$!; \
 	if [ "$(SPARK_TESTS)" = alongside ]; then \
 		$(SPARK_RUN) > .cache/spark-tests.log 2>&1 & spark=$$!; \
 	fi; \
 	status=0; \
-	$(LINT) && $(TYPECHECK) && $(DOCS_CHECK) && $(C_SANITIZED) || status=1; \
 	wait $$prep || { cat .cache/prepare.log; status=1; }; \
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark" -n $(TEST_WORKERS) --dist loadgroup \
-		--durations=25 || status=1; \
+		--durations=25 $(TEST_ARGS) || status=1; \
+	wait $$checks || status=1; \
+	echo "==== lint, types, docs, sanitized C (run alongside; .cache/checks.log) ===="; \
+	cat .cache/checks.log; \
 	if [ "$(SPARK_TESTS)" = alongside ]; then \
 		wait $$spark || status=1; \
 		echo "==== the Spark tests (run alongside the others; .cache/spark-tests.log) ===="; \
@@ -133,7 +142,7 @@ test: $(STAMP) $(KRB5)
 ## embedded broker only (no Apache Kafka, no Spark, no chaos; no JVM starts).
 test-quick: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider -m "not spark and not kafka and not chaos" \
-		--broker tansu -n $(TEST_WORKERS) --dist loadgroup --durations=10
+		--broker tansu -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(TEST_ARGS)
 
 ## make docs: the documentation site (MkDocs Material, API reference from the docstrings)
 ## into site/; `.venv/bin/mkdocs serve` serves it while you edit.
