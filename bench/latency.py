@@ -4,12 +4,26 @@ How long a record takes from its producer to a consumer's loop body, at a steady
 
 * **Producer**: one neutral producer for every peer, confluent-kafka (librdkafka; it runs
   on both brokers, franz-go does not run on Tansu) in a process of its own, ``linger.ms=0``
-  (so the producer adds no batching delay of its own), librdkafka's defaults otherwise.
+  (so the producer adds no batching delay of its own) and one request in flight
+  (``max.in.flight.requests.per.connection=1``), librdkafka's defaults otherwise.
   It writes ``--rate`` records/s (1,000, 10,000, 100,000), round robin over the
   partitions, in 1 ms ticks, each record's value starting with its send time
-  (``CLOCK_MONOTONIC`` ns, read at most 32 records before the record is handed to
+  (``CLOCK_MONOTONIC`` ns, read for that record just before it is handed to
   ``produce()``), then ``--size`` bytes in all. It reports the records it sent inside
-  the measurement window and how far it ever fell behind its schedule.
+  the measurement window, how far it ever fell behind its schedule, and the *write
+  latency* of one record in :data:`ACK_SAMPLE` (send time to its acknowledgement, as the
+  producer sees it): the part of every peer's figure that no consumer controls.
+
+  Why one request in flight: with librdkafka's default (1,000,000) and ``linger.ms=0``
+  every record left in a ProduceRequest of its own, ~1 request a record. A broker serves
+  one request of a connection at a time, so at 5,000-10,000 records/s on a shared 2-core
+  machine the requests queued on the producer's connection (12,000 awaiting an answer,
+  round trip growing to 8 s) and every consumer's latency grew through the window by
+  seconds. With one request in flight, the records produced while it is out go together
+  in the next one: a record waits for at most one round trip.
+  And why one clock read a record: the send time used to be read once per 32 records,
+  which at 1,000 records/s aged a record by up to 31 ms (~16 ms at the median) before it
+  was sent.
 * **Consumer**: one member of a fresh group, started first (on an empty topic), with the
   client's default settings, in the peer's ``latency`` mode (``bench/peers/_common.py``);
   ``--tuned`` where the client's documentation names latency settings. Its arrival clock
@@ -63,9 +77,10 @@ TUNED_PEERS = ("confluent",)
 RATES = (1_000, 10_000, 100_000)
 STALL_RATE = 5_000
 STALL_LIMIT_MS = 250.0
-#: The producer's tick and how many records share one clock read.
+#: The producer's tick.
 TICK_S = 0.001
-STAMP_EVERY = 32
+#: One record in this many gets a delivery report: its write latency is sampled.
+ACK_SAMPLE = 16
 
 
 # ---------------------------------------------------------------------------- producer
@@ -84,7 +99,12 @@ def produce(
     from confluent_kafka import Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "client.id": "bench-latency", "linger.ms": 0}
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "bench-latency",
+            "linger.ms": 0,
+            "max.in.flight.requests.per.connection": 1,
+        }
     )
     pad = bytes(max(0, size - 8))
     now_ns = time.monotonic_ns
@@ -94,6 +114,13 @@ def produce(
     per_ns = rate / 1e9
     sent = in_window = 0
     worst_lag = 0.0
+    acks = array("q")  # write latency (ns) of the sampled records sent in the window
+
+    def acked(err: Any, msg: Any) -> None:
+        stamp = int.from_bytes(msg.value()[:8], "big")
+        if err is None and w0 <= stamp < w1:
+            acks.append(now_ns() - stamp)
+
     while True:
         now = now_ns()
         if now >= end:
@@ -101,17 +128,18 @@ def produce(
         due = int((now - t0) * per_ns)
         worst_lag = max(worst_lag, (due - sent) / rate)
         while sent < due:
-            if not sent % STAMP_EVERY:
-                now = now_ns()
-                value = now.to_bytes(8, "big") + pad
-                inside = w0 <= now < w1
+            now = now_ns()
+            value = now.to_bytes(8, "big") + pad
             try:
-                producer.produce(topic, value, partition=sent % partitions)
+                if sent % ACK_SAMPLE:
+                    producer.produce(topic, value, partition=sent % partitions)
+                else:
+                    producer.produce(topic, value, partition=sent % partitions, on_delivery=acked)
             except BufferError:  # librdkafka's queue is full: serve it, then retry
                 producer.poll(0.01)
                 continue
             sent += 1
-            in_window += inside
+            in_window += w0 <= now < w1
         producer.poll(0)
         wait = (t0 + (sent + 1) / per_ns - now_ns()) / 1e9
         time.sleep(min(max(wait, 0.0), TICK_S) if wait > 0 else 0)
@@ -123,6 +151,7 @@ def produce(
         "window": [w0, w1],
         "worst_lag_ms": worst_lag * 1000,
         "unsent": left,
+        "write": percentiles(acks),
     }
 
 
@@ -241,6 +270,8 @@ async def run_once(
         "missing": missing,
         "producer_lag_ms": produced["worst_lag_ms"],
         "producer_sent": produced["sent"],
+        "write_p50": produced["write"]["p50"],
+        "write_p99": produced["write"]["p99"],
     }
 
 
@@ -290,7 +321,8 @@ async def run(
                 log(
                     f"  p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
                     f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
-                    f"producer lag {m['producer_lag_ms']:.1f} ms"
+                    f"producer lag {m['producer_lag_ms']:.1f} ms, write p50 "
+                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms"
                 )
                 runs[name].append(m)
         table[str(rate)] = {name: _summary(r) for name, r in runs.items() if r}
@@ -308,7 +340,7 @@ async def run(
                 continue
             log(
                 f"  max {m['max']:.1f} ms (p99 {m['p99']:.2f}), producer lag "
-                f"{m['producer_lag_ms']:.1f} ms"
+                f"{m['producer_lag_ms']:.1f} ms, write p99 {m['write_p99']:.2f} ms"
             )
             stall.append({"peer": peer, **m})
     return {
@@ -329,7 +361,8 @@ async def run(
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    med = {k: statistics.median(r[k] for r in runs) for k in ("p50", "p99", "p999")}
+    keys = ("p50", "p99", "p999", "write_p50", "write_p99")
+    med = {k: statistics.median(r[k] for r in runs) for k in keys}
     return {
         **med,
         "max": max(r["max"] for r in runs),
@@ -380,11 +413,13 @@ def markdown(result: dict[str, Any], broker: str) -> str:
     lines = [
         f"### End-to-end latency ({broker}; {s['partitions']} partitions, {s['size']} B "
         f"records, warm-up {s['warmup_s']:.0f} s, window {s['window_s']:.0f} s, "
-        f"{s['reps']} rep(s); producer: confluent-kafka, linger.ms=0)",
+        f"{s['reps']} rep(s); producer: confluent-kafka, linger.ms=0, one request in flight; "
+        "write: send to the producer's acknowledgement, 1 record in "
+        f"{ACK_SAMPLE})",
         "",
         "| rate | peer | p50 ms | p99 ms | p99.9 ms | max ms | records | missing "
-        "| producer lag ms |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| producer lag ms | write p50 ms | write p99 ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for rate, rows in result["rates"].items():
         for name, r in rows.items():
@@ -393,10 +428,10 @@ def markdown(result: dict[str, Any], broker: str) -> str:
             lines.append(
                 f"| {int(rate):,}/s | {label} | {r['p50']:.2f} | {r['p99']:.2f} | "
                 f"{r['p999']:.2f} | {r['max']:.1f} | {r['count']:,} | {r['missing']} | "
-                f"{r['producer_lag_ms']:.1f} |"
+                f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} |"
             )
     for name, err in result["errors"].items():
-        lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | |")
+        lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | | | |")
     lines += ["", "| target | value | verdict |", "|---|---|---|"]
     for v in result["verdicts"]:
         lines.append(f"| {v['target']} | {v['value']} | {'PASS' if v['pass'] else 'FAIL'} |")
