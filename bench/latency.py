@@ -45,7 +45,12 @@ consecutive runs at 5,000 records/s over 8 partitions; each run's maximum is pri
 the verdict is PASS when no record of ours waited more than 250 ms in any run.
 
 Runs are interleaved per rate (A B C ..., then the next rate); one rep each by default
-(``--reps``: medians of the percentiles over reps, max of the maxima).
+(``--reps``: medians of the percentiles over reps, max of the maxima). ``--together``
+runs the peers of a rate (and of a stall run) at the same time instead, each one member of
+a group of its own reading the one stream: every peer then sees the same writes, broker
+and machine load, so on a shared machine their differences are the clients' own (each
+peer's CPU then competes with the others': at 1,000-10,000 records/s a few percent of a
+core each).
 """
 
 from __future__ import annotations
@@ -171,16 +176,16 @@ def percentiles(lat_ns: Sequence[int]) -> dict[str, float]:
     return {"p50": at(0.50), "p99": at(0.99), "p999": at(0.999), "max": ordered[-1] / 1e6}
 
 
-def read_pairs(path: Path, window: Sequence[int]) -> list[int]:
-    """The latencies (ns) of the records sent inside ``window`` from a peer's file."""
+def read_pairs(path: Path, window: Sequence[int]) -> dict[int, int]:
+    """Send time -> arrival (ns) of the records sent inside ``window``, from a peer's file
+    (a send time is one clock read per record: it names the record)."""
     pairs = array("q")
     data = path.read_bytes()
     pairs.frombytes(data[: len(data) // 8 * 8])
     if sys.byteorder == "little":
         pairs.byteswap()
     w0, w1 = window
-    sent, arrived = pairs[0::2], pairs[1::2]
-    return [a - s for s, a in zip(sent, arrived, strict=True) if w0 <= s < w1]
+    return {s: a for s, a in zip(pairs[0::2], pairs[1::2], strict=True) if w0 <= s < w1}
 
 
 async def _producer(
@@ -211,62 +216,98 @@ async def _producer(
 async def run_once(
     ps: Procs,
     bootstrap: str,
-    peer: str,
-    tuned: bool,
+    members: Sequence[tuple[str, bool]],
     rate: int,
     partitions: int,
     warmup: float,
     window: float,
     drain: float,
     size: int,
-) -> dict[str, Any]:
-    """One peer, a fresh topic and group, one rate: its latency figures."""
-    from .harness import create_topic
+) -> dict[str, dict[str, Any] | PeerFailed]:
+    """``members`` (peer, tuned), each one member of a group of its own, reading one fresh
+    topic at one rate at the same time: each one's latency figures (or why it failed)."""
+    from .harness import PeerProc, create_topic
 
     topic = await create_topic(bootstrap, partitions, "lat")
-    group = f"bench-lat-{peer}-{uuid.uuid4().hex[:8]}"
-    out = ps.logdir / f"{peer}-{uuid.uuid4().hex[:6]}.lat"
-    assigned = asyncio.Event()
-
-    def on_event(_pp: Any, ev: dict[str, Any]) -> None:
-        if ev["ev"] == "assigned" and ev.get("parts"):
-            assigned.set()
-
-    pp = await ps.spawn(
-        peer,
-        topic,
-        group,
-        "latency",
-        on_event=on_event,
-        extra=["--out", str(out), *(["--tuned"] if tuned else [])],
-    )
+    running: dict[str, tuple[PeerProc, Path, asyncio.Event]] = {}
+    failed: dict[str, dict[str, Any] | PeerFailed] = {}
     try:
-        waiter = asyncio.create_task(assigned.wait())
-        exited = asyncio.create_task(pp.proc.wait())
-        await asyncio.wait({waiter, exited}, timeout=90, return_when="FIRST_COMPLETED")
-        waiter.cancel()
-        exited.cancel()
-        if not assigned.is_set():
-            raise PeerFailed(f"{peer} was not assigned the topic; stderr:\n{pp.stderr_tail()}")
-        await asyncio.sleep(1.0)  # its first fetch is out
+        for peer, tuned in members:
+            name = _row_name(peer, tuned)
+            out = ps.logdir / f"{peer}-{uuid.uuid4().hex[:6]}.lat"
+            assigned = asyncio.Event()
+
+            def on_event(_pp: Any, ev: dict[str, Any], assigned: asyncio.Event = assigned) -> None:
+                if ev["ev"] == "assigned" and ev.get("parts"):
+                    assigned.set()
+
+            pp = await ps.spawn(
+                peer,
+                topic,
+                f"bench-lat-{peer}-{uuid.uuid4().hex[:8]}",
+                "latency",
+                on_event=on_event,
+                extra=["--out", str(out), *(["--tuned"] if tuned else [])],
+            )
+            running[name] = (pp, out, assigned)
+        for name, (pp, _out, assigned) in running.items():
+            waiter = asyncio.create_task(assigned.wait())
+            exited = asyncio.create_task(pp.proc.wait())
+            await asyncio.wait({waiter, exited}, timeout=90, return_when="FIRST_COMPLETED")
+            waiter.cancel()
+            exited.cancel()
+            if not assigned.is_set():
+                failed[name] = PeerFailed(
+                    f"{name} was not assigned the topic; stderr:\n{pp.stderr_tail()}"
+                )
+        if len(failed) == len(running):
+            return failed
+        await asyncio.sleep(1.0)  # their first fetches are out
         produced = await _producer(
             bootstrap, topic, partitions, rate, warmup + window, warmup, size
         )
         await asyncio.sleep(drain)
     finally:
-        await pp.stop()
-        ps.running.remove(pp)
-    if pp.result is None or not out.exists():
-        raise PeerFailed(f"{peer} wrote no latency file; stderr:\n{pp.stderr_tail()}")
-    lat = read_pairs(out, produced["window"])
-    out.unlink()
-    missing = produced["in_window"] - len(lat)
-    stats = percentiles(lat)
+        for pp, _out, _assigned in running.values():
+            await pp.stop()
+            ps.running.remove(pp)
+    results: dict[str, dict[str, Any] | PeerFailed] = {}
+    arrivals: dict[str, dict[int, int]] = {}
+    for name, (pp, out, _assigned) in running.items():
+        if name in failed:
+            results[name] = failed[name]
+        elif pp.result is None or not out.exists():
+            results[name] = PeerFailed(f"{name} wrote no latency file; stderr:\n{pp.stderr_tail()}")
+        else:
+            arrivals[name] = read_pairs(out, produced["window"])
+        out.unlink(missing_ok=True)
+    first: dict[int, int] = {}
+    if len(arrivals) > 1:  # together: each record's first arrival at any peer
+        for got in arrivals.values():
+            for sent, arrived in got.items():
+                if arrived < first.get(sent, arrived + 1):
+                    first[sent] = arrived
+    for name, got in arrivals.items():
+        results[name] = _figures(got, first, produced, drain)
+    return results
+
+
+def _figures(
+    got: dict[int, int], first: dict[int, int], produced: dict[str, Any], drain: float
+) -> dict[str, Any]:
+    """One peer's figures from its arrivals (``got``: send -> arrival) and, when peers ran
+    together, each record's first arrival at any of them (``first``, else empty)."""
+    missing = produced["in_window"] - len(got)
+    stats = percentiles([a - s for s, a in got.items()])
     if missing > 0:
         stats["max"] = max(stats["max"], drain * 1000)
+    behind = percentiles([a - first[s] for s, a in got.items()] if first else [])
     return {
         **stats,
-        "count": len(lat),
+        "behind_p50": behind["p50"],
+        "behind_p99": behind["p99"],
+        "behind_max": behind["max"],
+        "count": len(got),
         "missing": missing,
         "producer_lag_ms": produced["worst_lag_ms"],
         "producer_sent": produced["sent"],
@@ -296,53 +337,62 @@ async def run(
     size: int = 100,
     stall_runs: int = 10,
     stall_peers: Sequence[str] = ("cg_messages",),
+    together: bool = False,
 ) -> dict[str, Any]:
-    """Every rate x peer (and tuned row), interleaved; then the stall check."""
+    """Every rate x peer (and tuned row), interleaved (or, ``together``, all at once on one
+    stream); then the stall check."""
     peers = [p for p in peers if kind != "tansu" or p not in KAFKA_ONLY_PEERS]
     rows = [(p, False) for p in peers] + [(p, True) for p in peers if p in TUNED_PEERS]
     table: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
+
+    async def measure(
+        members: list[tuple[str, bool]], rate: int, n_partitions: int
+    ) -> dict[str, dict[str, Any] | PeerFailed]:
+        groups = [members] if together else [[m] for m in members]
+        found: dict[str, dict[str, Any] | PeerFailed] = {}
+        for group in groups:
+            try:
+                found.update(
+                    await run_once(
+                        ps, bootstrap, group, rate, n_partitions, warmup, window, drain, size
+                    )
+                )
+            except PeerFailed as exc:
+                found.update({_row_name(*m): exc for m in group})
+        for name, m in found.items():
+            if isinstance(m, PeerFailed):
+                log(f"  {name} FAILED: {m}")
+            else:
+                log(
+                    f"  {name}: p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
+                    f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
+                    f"producer lag {m['producer_lag_ms']:.1f} ms, write p50 "
+                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms, behind the first "
+                    f"p50 {m['behind_p50']:.2f} p99 {m['behind_p99']:.2f} ms"
+                )
+        return found
+
     for rate in rates:
         runs: dict[str, list[dict[str, Any]]] = {_row_name(*r): [] for r in rows}
         for rep in range(reps):
-            for peer, tuned in rows:
-                name = _row_name(peer, tuned)
-                if name in errors:
-                    continue
-                log(f"latency {rate:,}/s rep {rep + 1}/{reps}: {name}")
-                try:
-                    m = await run_once(
-                        ps, bootstrap, peer, tuned, rate, partitions, warmup, window, drain, size
-                    )
-                except PeerFailed as exc:
-                    log(f"  FAILED: {exc}")
-                    errors[name] = str(exc)
-                    continue
-                log(
-                    f"  p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
-                    f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
-                    f"producer lag {m['producer_lag_ms']:.1f} ms, write p50 "
-                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms"
-                )
-                runs[name].append(m)
+            members = [r for r in rows if _row_name(*r) not in errors]
+            log(f"latency {rate:,}/s rep {rep + 1}/{reps}" + (" (together)" if together else ""))
+            for name, m in (await measure(members, rate, partitions)).items():
+                if isinstance(m, PeerFailed):
+                    errors[name] = str(m)
+                else:
+                    runs[name].append(m)
         table[str(rate)] = {name: _summary(r) for name, r in runs.items() if r}
-    stall = []
-    for peer in stall_peers:
-        for i in range(stall_runs):
-            log(f"stall check {i + 1}/{stall_runs}: {peer} at {STALL_RATE:,}/s")
-            try:
-                m = await run_once(
-                    ps, bootstrap, peer, False, STALL_RATE, 8, warmup, window, drain, size
-                )
-            except PeerFailed as exc:
-                log(f"  FAILED: {exc}")
-                stall.append({"peer": peer, "error": str(exc)})
-                continue
-            log(
-                f"  max {m['max']:.1f} ms (p99 {m['p99']:.2f}), producer lag "
-                f"{m['producer_lag_ms']:.1f} ms, write p99 {m['write_p99']:.2f} ms"
-            )
-            stall.append({"peer": peer, **m})
+    stall: list[dict[str, Any]] = []
+    for i in range(stall_runs if stall_peers else 0):
+        log(f"stall check {i + 1}/{stall_runs} at {STALL_RATE:,}/s: {', '.join(stall_peers)}")
+        found = await measure([(p, False) for p in stall_peers], STALL_RATE, 8)
+        for name, m in found.items():
+            if isinstance(m, PeerFailed):
+                stall.append({"peer": name, "error": str(m)})
+            else:
+                stall.append({"peer": name, **m})
     return {
         "setup": {
             "partitions": partitions,
@@ -351,6 +401,7 @@ async def run(
             "drain_s": drain,
             "size": size,
             "reps": reps,
+            "together": together,
             "load": os.getloadavg(),
         },
         "rates": table,
@@ -361,7 +412,7 @@ async def run(
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("p50", "p99", "p999", "write_p50", "write_p99")
+    keys = ("p50", "p99", "p999", "write_p50", "write_p99", "behind_p50", "behind_p99")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
     return {
         **med,
@@ -408,8 +459,10 @@ def verdicts(table: dict[str, Any], stall: list[dict[str, Any]]) -> list[dict[st
 
 
 def markdown(result: dict[str, Any], broker: str) -> str:
-    """The latency tables of one broker."""
+    """The latency tables of one broker (with ``--together``, each row's delay behind the
+    first peer to hand each record out, and the stall runs one by one)."""
     s = result["setup"]
+    together = s.get("together", False)
     lines = [
         f"### End-to-end latency ({broker}; {s['partitions']} partitions, {s['size']} B "
         f"records, warm-up {s['warmup_s']:.0f} s, window {s['window_s']:.0f} s, "
@@ -418,8 +471,10 @@ def markdown(result: dict[str, Any], broker: str) -> str:
         f"{ACK_SAMPLE})",
         "",
         "| rate | peer | p50 ms | p99 ms | p99.9 ms | max ms | records | missing "
-        "| producer lag ms | write p50 ms | write p99 ms |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| producer lag ms | write p50 ms | write p99 ms |"
+        + (" behind p50 ms | behind p99 ms |" if together else ""),
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + ("---:|---:|" if together else ""),
     ]
     for rate, rows in result["rates"].items():
         for name, r in rows.items():
@@ -429,12 +484,28 @@ def markdown(result: dict[str, Any], broker: str) -> str:
                 f"| {int(rate):,}/s | {label} | {r['p50']:.2f} | {r['p99']:.2f} | "
                 f"{r['p999']:.2f} | {r['max']:.1f} | {r['count']:,} | {r['missing']} | "
                 f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} |"
+                + (f" {r['behind_p50']:.2f} | {r['behind_p99']:.2f} |" if together else "")
             )
     for name, err in result["errors"].items():
         lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | | | |")
     lines += ["", "| target | value | verdict |", "|---|---|---|"]
     for v in result["verdicts"]:
         lines.append(f"| {v['target']} | {v['value']} | {'PASS' if v['pass'] else 'FAIL'} |")
+    if together and result["stall"]:
+        lines += [
+            "",
+            f"Stall runs ({STALL_RATE:,}/s, the peers together):",
+            "",
+            "| peer | max ms | p99 ms | behind max ms | behind p99 ms | write p99 ms |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in result["stall"]:
+            lines.append(
+                f"| {r['peer']} | FAILED |  |  |  |  |"
+                if "error" in r
+                else f"| {r['peer']} | {r['max']:.1f} | {r['p99']:.2f} | {r['behind_max']:.1f} | "
+                f"{r['behind_p99']:.2f} | {r['write_p99']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -469,6 +540,7 @@ async def _main(args: argparse.Namespace) -> None:
             args.size,
             args.stall_runs,
             args.stall_peers,
+            args.together,
         )
     print(markdown(result, description))
     if args.json:
@@ -498,6 +570,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--stall-runs", type=int, default=10)
     p.add_argument("--stall-peers", type=_csv, default=["cg_messages"])
+    p.add_argument(
+        "--together",
+        action="store_true",
+        help="run the peers of a rate (and of a stall run) at once, each in its own group, "
+        "on one stream: the same broker, producer and machine load for all",
+    )
     p.add_argument("--session-timeout", type=float, default=6.0)
     p.add_argument("--heartbeat", type=float, default=1.0)
     p.add_argument("--json", help="also write the results here")
