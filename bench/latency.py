@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -455,6 +456,16 @@ def verdicts(table: dict[str, Any], stall: list[dict[str, Any]]) -> list[dict[st
                 "pass": all(m <= STALL_LIMIT_MS for m in maxima) and "error" not in str(runs),
             }
         )
+        behind = [r.get("behind_max", float("nan")) for r in runs]
+        if peer in OURS and not any(math.isnan(m) for m in behind):  # --together
+            out.append(
+                {
+                    "target": f"stall check, the client's own part: {peer} no record over "
+                    f"{STALL_LIMIT_MS:.0f} ms behind the first peer to hand it out",
+                    "value": "max per run: " + ", ".join(f"{m:.0f}" for m in behind) + " ms",
+                    "pass": all(m <= STALL_LIMIT_MS for m in behind),
+                }
+            )
     return out
 
 
