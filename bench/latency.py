@@ -369,8 +369,12 @@ async def run(
                     f"  {name}: p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
                     f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
                     f"producer lag {m['producer_lag_ms']:.1f} ms, write p50 "
-                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms, behind the first "
-                    f"p50 {m['behind_p50']:.2f} p99 {m['behind_p99']:.2f} ms"
+                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms"
+                    + (
+                        f", behind the first p50 {m['behind_p50']:.2f} p99 {m['behind_p99']:.2f} ms"
+                        if together
+                        else ""
+                    )
                 )
         return found
 
