@@ -1127,8 +1127,23 @@ class ShareConfig(_Section):
 
     Attributes:
         concurrency: Handler calls of one member at once, across its partitions and
-            within one: ``run()``'s default. A member never holds locks on more records
-            than this (each ShareFetch asks for at most the free places).
+            within one: ``run()``'s default. A member holds locks on at most this many
+            records plus ``max_poll_records`` (with ``acquire_mode="record_limit"``).
+        max_poll_records: The most records a member acquires ahead of its handlers
+            (Kafka ``max.poll.records``), so the next records wait for a free handler
+            while the fetch after them is under way. Below it, the member acquires ahead
+            what its handlers finish in about four fetch round trips (slow handlers:
+            hardly more than they run; the other members get the rest). Waiting records are
+            under the broker's lock like running ones: renewed with them (``renew``),
+            or released when half their lock is spent before a handler took them. 0:
+            never hold a record no handler can start at once (a round trip per refill).
+        acquire_mode: How the broker counts the records a ShareFetch acquires (Kafka
+            ``share.acquire.mode``, KIP-1206, Kafka 4.2+): ``"record_limit"`` (strict: a
+            member never holds more than ``concurrency + max_poll_records``) or
+            ``"batch_optimized"`` (Kafka's default: whole record batches, so an answer
+            may bring up to a batch more per partition than asked for; far fewer round
+            trips when producers write large batches). Brokers before 4.2 acquire whole
+            batches either way.
         max_wait: Seconds the broker may hold a ShareFetch waiting for records (Kafka
             ``fetch.max.wait.ms``); shorter when a lock renewal falls due sooner.
         min_bytes: Bytes the broker should gather before answering (``fetch.min.bytes``).
@@ -1145,6 +1160,8 @@ class ShareConfig(_Section):
     """
 
     concurrency: int = 100
+    max_poll_records: int = 500
+    acquire_mode: str = "record_limit"
     max_wait: float = 0.5
     min_bytes: int = 1
     max_bytes: int = 52428800
@@ -1160,6 +1177,21 @@ class ShareConfig(_Section):
             high=_INT32_MAX,
             integer=True,
             unit=" (handler calls at once)",
+        )
+        _check_number(
+            f"{path}.max_poll_records",
+            self.max_poll_records,
+            "use e.g. 500, or 0 to acquire only what handlers can start at once",
+            low=0,
+            high=_INT32_MAX,
+            integer=True,
+            unit=" (records)",
+        )
+        _check_choice(
+            f"{path}.acquire_mode",
+            self.acquire_mode,
+            ("record_limit", "batch_optimized"),
+            'use "record_limit" or "batch_optimized"',
         )
         _check_int32_ms(f"{path}.max_wait", self.max_wait, "use e.g. 0.5")
         _check_int32(f"{path}.min_bytes", self.min_bytes, "use e.g. 1", low=1, unit=" (bytes)")

@@ -56,6 +56,7 @@ from ..errors import (
     error_for_code,
 )
 from ..net.share import (
+    ACQUIRE_BATCHES,
     ACQUIRE_RECORD_LIMIT,
     CLOSE_SESSION,
     OPEN_SESSION,
@@ -100,11 +101,12 @@ _INT32_MAX = 2**31 - 1
 ACK_LINGER = 0.05
 
 
-def fetch_threshold(concurrency: int) -> int:
-    """The room (free handler places) a member waits for before it asks for records: a
-    tenth of ``concurrency``, at most 50, at least 1. Smaller asks would cost a round
-    trip for a few records; larger ones would leave handlers idle."""
-    return max(1, min(concurrency // 10, 50))
+def fetch_threshold(limit: int) -> int:
+    """The room a member waits for before it asks for records: a quarter of ``limit``
+    (the records it may hold), at least 1. An answer brings whole record batches
+    whatever was acquired of them (a producer's batch of thousands for an ask of a
+    hundred): an ask for a few records costs nearly what an ask for thousands does."""
+    return max(1, limit // 4)
 
 
 class Member(Protocol):
@@ -113,8 +115,6 @@ class Member(Protocol):
     group_id: str
     config: Config
     client: Client
-    #: Handler calls at once: the most records the member holds.
-    concurrency: int
     inflight: InFlight
     log: GroupLogger
     #: Renew locks of records still being handled (off once the broker refused).
@@ -128,8 +128,15 @@ class Member(Protocol):
     def member_id(self) -> str:
         """The member id."""
 
+    @property
+    def limit(self) -> int:
+        """The most records the member holds now (handler places, records ahead)."""
+
     def room(self) -> int:
-        """How many more records the member may hold now (free handler places)."""
+        """How many more records the member may hold now (handler places and records ahead)."""
+
+    def paced(self, round_trip: float) -> None:
+        """A ShareFetch that acquired records took ``round_trip`` seconds."""
 
     def reserve(self, records: int) -> None:
         """A ShareFetch may acquire up to ``records`` (negative: its answer came)."""
@@ -142,6 +149,9 @@ class Member(Protocol):
 
     def renew_refused(self, reason: str) -> None:
         """The broker refuses lock renewal: warn once, renew no more."""
+
+    def release_stale(self, now: float) -> float | None:
+        """Release waiting records whose lock is half spent; when the next one's is."""
 
 
 class BrokerSession:
@@ -162,6 +172,8 @@ class BrokerSession:
         self._ack_at: float | None = None
         # Offsets whose lock renewal is due, found by the step that chose to renew.
         self._due: dict[Partition, list[int]] = {}
+        batches = member.config.share.acquire_mode == "batch_optimized"
+        self._acquire_mode = ACQUIRE_BATCHES if batches else ACQUIRE_RECORD_LIMIT
         self._warn = RepeatedWarning(member.log)
         self._refused = RepeatedWarning(member.log)
         #: Set once the task ended (the router then starts a new session for the node).
@@ -226,8 +238,10 @@ class BrokerSession:
         """Wait until a request is due, and say which: ``renew``, ``fetch`` (records, or
         none: to open the session or forget partitions), ``ack``, ``close``; or ``end``."""
         member = self.member
-        threshold = fetch_threshold(member.concurrency)
+        threshold = fetch_threshold(member.limit)
         while True:
+            # Without renewal, records no handler took in half their lock go back first.
+            stale_at = None if member.renew else member.release_stale(time.monotonic())
             self._wake = anyio.Event()
             self._woken = False
             here = self._acked_here()
@@ -267,7 +281,7 @@ class BrokerSession:
                     return "ack"
                 if not self.parts and not holding:
                     return "close" if opened else "end"
-            due = member.inflight.next_renewal(here) if member.renew else None
+            due = member.inflight.next_renewal(here) if member.renew else stale_at
             if ack_at is not None and not member.closing:
                 due = ack_at if due is None else min(due, ack_at)
             if due is None:
@@ -326,8 +340,8 @@ class BrokerSession:
         conn = await self._connection()
         opening = self.epoch == OPEN_SESSION
         room = member.room()
-        acquire = not member.closing and room >= fetch_threshold(member.concurrency)
-        max_records = room if acquire and self.parts else 0
+        acquire = not member.closing and room >= fetch_threshold(member.limit)
+        max_records = min(room, _INT32_MAX) if acquire and self.parts else 0
         ids = await self._topic_ids([*self.parts, *self.forget])
         add = [k for k in self.parts if k in ids and (opening or k not in self.in_session)]
         forget = [] if opening else [k for k in self.forget if k in ids]
@@ -354,7 +368,7 @@ class BrokerSession:
             max_bytes=share.max_bytes,
             max_records=max_records,
             batch_size=max(max_records, 1),
-            acquire_mode=ACQUIRE_RECORD_LIMIT,
+            acquire_mode=self._acquire_mode,
             fetch=[(ids[k], k[1]) for k in add],
             acks=self._wire_acks(riding),
             forget=[(ids[k], k[1]) for k in forget],
@@ -377,12 +391,15 @@ class BrokerSession:
         self.forget.difference_update(forget)
         if resp.acquisition_lock_timeout_ms > 0:
             member.lock_timeout = resp.acquisition_lock_timeout_ms / 1000
+        held = member.inflight.count
         for topic_id, partitions, *_ in resp.responses:
             topic = member.client.topic_name(topic_id)
             if topic is None:
                 continue
             for entry in partitions:
                 self._fetched(topic, entry, riding, sent_at)
+        if member.inflight.count > held:
+            member.paced(time.monotonic() - sent_at)
 
     def _fetched(
         self, topic: str, entry: Any, riding: dict[Partition, AckRanges], sent_at: float

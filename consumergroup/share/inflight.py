@@ -148,6 +148,8 @@ class InFlight:
     def __init__(self, on_decided: Callable[[Partition], None]) -> None:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.count = 0
+        #: Records decided since the start (the handlers' pace, ``ShareRun.paced``).
+        self.finished = 0
         self._on_decided = on_decided
 
     def partition(self, topic: str, partition: int) -> Partition:
@@ -191,6 +193,7 @@ class InFlight:
         if lock is None:
             return False  # decided already (first decision wins), or dropped
         self.count -= 1
+        self.finished += 1
         lock.live -= 1
         if time.monotonic() >= lock.deadline:
             part.counters.expired += 1  # the broker took it back: it will come again

@@ -3,9 +3,12 @@
 A record is a task: ``concurrency`` worker tasks take records from one queue and run the
 handler on each, so up to ``concurrency`` records are handled at once, across partitions
 and within one. The queue is fed by the broker sessions (:mod:`.broker`), each asking its
-broker for at most the room left (``concurrency`` minus the records held, minus what
-fetches in flight may still bring), so the queue never holds more than the idle workers
-take at once, and a member never holds locks on records it cannot start.
+broker for at most the room left (``concurrency`` plus the records acquired ahead, minus
+the records held, minus what fetches in flight may still bring). Records ahead
+(:meth:`ShareRun.paced`: a few fetch round trips of the handlers' work, at most
+``config.share.max_poll_records``) keep the next records there when a handler frees up,
+while the next fetch is under way; a waiting record's lock is renewed with the running
+ones', or without renewal it is released when half its lock is spent.
 
 Tasks, all in one task group that ends with ``run()``:
 
@@ -22,7 +25,8 @@ State and who touches it: ``inflight`` (see :mod:`.inflight`); ``_ready`` (recor
 yet started) appended by broker sessions, popped by workers; ``_idle`` (futures of
 workers waiting for records) appended by workers, woken by broker sessions and by
 workers (one at a time: ``_waking``, see :meth:`ShareRun._wake_worker`);
-``_reserved`` (records fetches in flight may still bring) by broker sessions; ``sessions``
+``_reserved`` (records fetches in flight may still bring) and ``ahead`` by broker
+sessions (``_ready``'s stale head too, :meth:`ShareRun.release_stale`); ``sessions``
 and ``assigned`` by the router and the heartbeat task; ``closing`` by :meth:`stop`.
 
 Closing (close(), or an error that ends the member): fetching stops; records not yet
@@ -34,6 +38,8 @@ broker releases anything left); then the member leaves the group.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -67,6 +73,11 @@ Report = Callable[[str, str | None], None]
 _FENCED = (UnknownMemberIdError, FencedMemberEpochError)
 #: Seconds cancelled workers get to end before a handler that will not is abandoned.
 _ABANDON_AFTER = 1.0
+#: Seconds between two looks at the handlers' pace (:meth:`ShareRun.paced`).
+_PACE_EVERY = 0.05
+#: Round trips of the handlers' work acquired ahead: the next fetch goes when a quarter
+#: of the limit is free (``broker.fetch_threshold``), so that three are still waiting.
+_AHEAD_ROUND_TRIPS = 4
 #: A lock timeout to assume before the broker's first answer names one (Kafka's default).
 _DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -94,6 +105,11 @@ class ShareRun:
         self.topics = list(topics)
         self.handler = handler
         self.concurrency = concurrency
+        #: Records acquired ahead of the handlers (see :meth:`paced`), at most
+        #: ``max_poll_records``; broker sessions read it, :meth:`paced` sets it.
+        self.ahead = 0  # until the handlers' pace is known
+        self._paced_at = time.monotonic()
+        self._paced_finished = 0
         self._membership = membership
         self._report = report
         self.inflight = InFlight(self._decided)
@@ -132,10 +148,33 @@ class ShareRun:
         """This member's id."""
         return self._membership.member_id
 
+    @property
+    def limit(self) -> int:
+        """The most records the member holds now: a handler's each, and those ahead."""
+        return self.concurrency + self.ahead
+
     def room(self) -> int:
-        """Free handler places: ``concurrency`` minus records held and records that
-        fetches in flight may still bring."""
-        return self.concurrency - self.inflight.count - self._reserved
+        """How many more records the member may hold: ``limit`` minus records held and
+        records that fetches in flight may still bring."""
+        return self.limit - self.inflight.count - self._reserved
+
+    def paced(self, round_trip: float) -> None:
+        """A ShareFetch that acquired records took ``round_trip`` seconds: from now on,
+        acquire ahead what the handlers finish in :data:`_AHEAD_ROUND_TRIPS` such round
+        trips at their pace since the last look (at most ``max_poll_records``). Enough
+        that the next records are there when handlers free up; not more, since records
+        waiting longer would be better off with another member (and their locks run
+        meanwhile). Handlers idle for want of records finish fewer, so the window grows
+        from a small one, by up to that factor per look."""
+        now = time.monotonic()
+        elapsed = now - self._paced_at
+        if elapsed < _PACE_EVERY:
+            return
+        finished = self.inflight.finished
+        rate = (finished - self._paced_finished) / elapsed
+        self._paced_at, self._paced_finished = now, finished
+        ahead = math.ceil(_AHEAD_ROUND_TRIPS * rate * round_trip)
+        self.ahead = min(self.config.share.max_poll_records, ahead)
 
     def reserve(self, records: int) -> None:
         """A fetch may bring ``records`` more (negative: it came back)."""
@@ -157,6 +196,23 @@ class ShareRun:
         if records:
             self._ready.extend(records)
             self._wake_worker()
+
+    def release_stale(self, now: float) -> float | None:
+        """Without lock renewal: release the records waiting for a handler whose lock is
+        half spent (the handlers are too slow for them: another member may take them,
+        rather than one handling them after the broker handed them out again). When the
+        next waiting record's lock is half spent (None: none waits)."""
+        ready, partitions = self._ready, self.inflight.partitions
+        while ready:
+            record = ready[0]
+            part = partitions.get((record.topic, record.partition))
+            lock = None if part is None else part.held.get(record.offset)
+            if lock is not None and lock.renew_at > now:
+                return lock.renew_at
+            ready.popleft()  # its lock is half spent, or it is not held any more
+            if lock is not None:
+                self.inflight.decide(record.topic, record.partition, record.offset, RELEASE)
+        return None
 
     def moved(self, part: Partition) -> None:
         """``part``'s leader changed: its records are gone with the old leader's locks;

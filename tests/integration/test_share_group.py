@@ -196,6 +196,11 @@ async def test_a_failing_record_comes_again_until_the_limit_archives_it(
         await wait_until(
             lambda: any(s.value == b"after" for s in handler.seen), 30, "the record after"
         )
+        # stats() counts an acknowledgement once the broker took it: the last release
+        # rides on the fetch after the one that may have brought "after".
+        await wait_until(
+            lambda: member.stats().acknowledged["release"] >= 3, 10, "the third release"
+        )
         stats = member.stats()
     poison = [s.delivery_count for s in handler.seen if s.value == b"poison"]
     assert poison == [1, 2, 3]  # archived after the third: never again
@@ -375,3 +380,84 @@ async def test_a_handler_that_ignores_its_cancellation_is_abandoned_at_close(
         assert after.seen[0].delivery_count == 2
     finally:
         finish.set()
+
+
+def _held_at_each_delivery(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The records a member holds after each delivery of fetched records."""
+    from consumergroup.share.inflight import InFlight
+
+    held: list[int] = []
+    deliver = InFlight.deliver
+
+    def counting(self: InFlight, *args: object, **kwargs: object) -> None:
+        deliver(self, *args, **kwargs)  # type: ignore[arg-type]
+        held.append(self.count)
+
+    monkeypatch.setattr(InFlight, "deliver", counting)
+    return held
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_records_acquired_ahead_never_exceed_max_poll_records(
+    bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fast handlers: the member acquires records ahead of them (so the next fetch runs
+    while they work), but never holds more than ``concurrency + max_poll_records``
+    (strict acquisition); every record is accepted once."""
+    held = _held_at_each_delivery(monkeypatch)
+    topic = await new_topic(partitions=4)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(4000)])
+    handler = Collector()
+    config = share_config(share__max_poll_records=30)
+    async with share_member(bootstrap, group, [topic], handler, concurrency=10, config=config):
+        await wait_until(lambda: len(handler.seen) >= 4000, 60, "4,000 records")
+    assert len(handler.offsets()) == 4000 and set(handler.offsets().values()) == {1}
+    assert max(held) <= 10 + 30, max(held)
+    assert max(held) > 10  # acquired ahead of the handlers
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_records_acquired_ahead_are_released_at_close_and_none_is_lost(
+    bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member whose handlers stall holds records acquired ahead of them; close()
+    releases those with the stalled ones: the next member gets each of them at once
+    (delivery count 2), and every record is accepted exactly once between the two."""
+    held = _held_at_each_delivery(monkeypatch)
+    topic = await new_topic(partitions=2)
+    group = unique("share")
+    await share_group(bootstrap, group)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(3000)])
+    accepted: list[tuple[int, int]] = []
+    stall = asyncio.Event()
+
+    class Stalling(cg.ShareGroupHandler):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            if len(accepted) >= 1000:
+                stall.set()
+                await asyncio.sleep(3600)  # cancelled at close: released
+            accepted.append((record.partition, record.offset))
+
+    config = share_config(share__max_poll_records=100)
+    first = cg.ShareGroup([bootstrap], group, config)
+    task = asyncio.create_task(first.run([topic], Stalling(), concurrency=4))
+    await asyncio.wait_for(stall.wait(), 60)
+    await asyncio.sleep(0.5)  # the fetches in flight land
+    waiting = held[-1] - 4
+    await asyncio.wait_for(first.close(timeout=2.0), 10)
+    await asyncio.wait_for(task, 5)
+    assert waiting > 0, held[-5:]  # records were held ahead of the stalled handlers
+    stats = first.stats()
+    assert stats.acknowledged["accept"] == len(accepted)
+    assert stats.acknowledged["release"] >= waiting + 4
+    after = Collector("after")
+    async with share_member(bootstrap, group, [topic], after, concurrency=50):
+        await wait_until(lambda: len(after.seen) >= 3000 - len(accepted), 60, "the rest")
+        await asyncio.sleep(0.5)  # nothing more comes
+    assert not set(accepted) & set(after.offsets())
+    assert len(set(accepted) | set(after.offsets())) == 3000
+    assert set(after.offsets().values()) == {1}
+    again = [s for s in after.seen if s.delivery_count == 2]
+    assert len(again) >= waiting + 4, (len(again), waiting)

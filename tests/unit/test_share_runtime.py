@@ -213,7 +213,7 @@ def test_a_record_handed_out_again_under_a_new_lock_is_one_entry() -> None:
 
 
 def test_the_fetch_threshold() -> None:
-    assert [fetch_threshold(n) for n in (1, 5, 10, 100, 1000)] == [1, 1, 1, 10, 50]
+    assert [fetch_threshold(n) for n in (1, 5, 10, 100, 1000)] == [1, 1, 2, 25, 250]
 
 
 # --------------------------------------------------------------------------- settings
@@ -224,6 +224,19 @@ def test_share_settings_are_checked() -> None:
     assert config.share.concurrency == 100 and config.share.renew
     config.share.max_wait = 0
     with pytest.raises(cg.ConfigurationError, match=r"share\.max_wait"):
+        config.validate()
+    assert config.share.max_poll_records == 500
+    for bad in (-1, 1.5, True):
+        config = cg.Config()
+        config.share.max_poll_records = bad  # type: ignore[assignment]
+        with pytest.raises(cg.ConfigurationError, match=r"share\.max_poll_records"):
+            config.validate()
+    config = cg.Config()
+    config.share.max_poll_records = 0  # acquire only what handlers can start at once
+    config.share.acquire_mode = "batch_optimized"
+    config.validate()
+    config.share.acquire_mode = "BATCH"
+    with pytest.raises(cg.ConfigurationError, match=r"share\.acquire_mode.*record_limit"):
         config.validate()
     config = cg.Config()
     with pytest.raises(cg.ConfigurationError, match="did you mean 'concurrency'"):
