@@ -12,8 +12,11 @@ processes of the peer in a fresh share group (starting at the earliest offset) u
 they have handled every record between them, implicit acknowledgement (a record handled
 is accepted):
 
-* ``ours``: ``bench/peers/cg_share.py``, ``ShareGroup.run(..., concurrency=500)``, a
-  handler that counts the record; ``ours100``: the same at the default concurrency (100);
+* ``ours``: ``bench/peers/cg_share.py``, ``ShareGroup.run()`` at the default concurrency
+  (100) and ``max_poll_records`` (500), a handler that counts the record, and
+  ``config.share.acquire_mode = "batch_optimized"`` (whole record batches, the Java
+  client's default mode); ``ours100``: every setting at its default (strict
+  ``record_limit`` acquisition);
 * ``java``: the Java peer's ``--protocol share`` (``KafkaShareConsumer``, implicit mode,
   ``max.poll.records`` 500);
 * ``franz``: the franz peer's ``-share`` (``kgo.ShareGroup``, ``ShareMaxRecords(500)``
@@ -58,11 +61,11 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 def command(peer: str, bootstrap: str, topic: str, group: str, delay_ms: float = 0) -> list[str]:
     """The command line of one member process of ``peer``."""
     if peer in ("ours", "ours100"):
-        concurrency = 500 if peer == "ours" else SLOW_CONCURRENCY
+        mode = "batch_optimized" if peer == "ours" else "record_limit"
         return [
             sys.executable, "-m", "bench.peers.cg_share", "--bootstrap", bootstrap,
-            "--topic", topic, "--group", group, "--concurrency", str(concurrency),
-            "--delay-ms", str(delay_ms),
+            "--topic", topic, "--group", group, "--concurrency", str(SLOW_CONCURRENCY),
+            "--delay-ms", str(delay_ms), "--acquire-mode", mode,
         ]  # fmt: skip
     from tests.peers import command as peer_command
 

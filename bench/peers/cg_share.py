@@ -1,11 +1,13 @@
 """The consumergroup share-group peer: one member of a share group (KIP-932).
 
 ``python -m bench.peers.cg_share --bootstrap B --topic T --group G [--concurrency N]
-[--delay-ms D]``: a :class:`consumergroup.ShareGroup` whose handler counts each record
-(per partition) and, with ``--delay-ms``, awaits that long first (a handler doing I/O);
-returning accepts the record (implicit acknowledgement). Stream mode of the peers'
-protocol (``bench/peers/_common.py``): ``consumed`` items every 100 ms, ``result`` when the
-harness writes a line on stdin (then the member closes: acknowledges, leaves).
+[--delay-ms D] [--acquire-mode record_limit|batch_optimized]``: a
+:class:`consumergroup.ShareGroup` whose handler counts each record (per partition) and,
+with ``--delay-ms``, awaits that long first (a handler doing I/O); returning accepts the
+record (implicit acknowledgement). ``--acquire-mode`` sets ``config.share.acquire_mode``.
+Stream mode of the peers' protocol (``bench/peers/_common.py``): ``consumed`` items every
+100 ms, ``result`` when the harness writes a line on stdin (then the member closes:
+acknowledges, leaves).
 """
 
 from __future__ import annotations
@@ -59,11 +61,15 @@ async def main() -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--delay-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--acquire-mode", choices=("record_limit", "batch_optimized"), default="record_limit"
+    )
     args = parser.parse_args()
     gc_mode = apply_gc_mode()
     emit({"ev": "hello", "t": time.monotonic()})
     config = cg.Config(client_id="bench-share")
     config.share.close_timeout = 10.0
+    config.share.acquire_mode = args.acquire_mode
     handler = Counting(args.delay_ms / 1000)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
