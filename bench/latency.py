@@ -290,6 +290,8 @@ async def run_once(
                     first[sent] = arrived
     for name, got in arrivals.items():
         results[name] = _figures(got, first, produced, drain)
+        result = running[name][0].result or {}
+        results[name]["cpu_s"] = result.get("cpu_user", math.nan) + result.get("cpu_sys", 0.0)
     return results
 
 
@@ -369,7 +371,7 @@ async def run(
                     f"  {name}: p50 {m['p50']:.2f} p99 {m['p99']:.2f} p99.9 {m['p999']:.2f} "
                     f"max {m['max']:.1f} ms, {m['count']:,} records, missing {m['missing']}, "
                     f"producer lag {m['producer_lag_ms']:.1f} ms, write p50 "
-                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms"
+                    f"{m['write_p50']:.2f} p99 {m['write_p99']:.2f} ms, CPU {m['cpu_s']:.2f} s"
                     + (
                         f", behind the first p50 {m['behind_p50']:.2f} p99 {m['behind_p99']:.2f} ms"
                         if together
@@ -417,7 +419,7 @@ async def run(
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("p50", "p99", "p999", "write_p50", "write_p99", "behind_p50", "behind_p99")
+    keys = ("p50", "p99", "p999", "write_p50", "write_p99", "behind_p50", "behind_p99", "cpu_s")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
     return {
         **med,
@@ -483,12 +485,12 @@ def markdown(result: dict[str, Any], broker: str) -> str:
         f"records, warm-up {s['warmup_s']:.0f} s, window {s['window_s']:.0f} s, "
         f"{s['reps']} rep(s); producer: confluent-kafka, linger.ms=0, one request in flight; "
         "write: send to the producer's acknowledgement, 1 record in "
-        f"{ACK_SAMPLE})",
+        f"{ACK_SAMPLE}; peer CPU: the consumer process's, start-up included)",
         "",
         "| rate | peer | p50 ms | p99 ms | p99.9 ms | max ms | records | missing "
-        "| producer lag ms | write p50 ms | write p99 ms |"
+        "| producer lag ms | write p50 ms | write p99 ms | peer CPU s |"
         + (" behind p50 ms | behind p99 ms |" if together else ""),
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         + ("---:|---:|" if together else ""),
     ]
     for rate, rows in result["rates"].items():
@@ -498,11 +500,12 @@ def markdown(result: dict[str, Any], broker: str) -> str:
             lines.append(
                 f"| {int(rate):,}/s | {label} | {r['p50']:.2f} | {r['p99']:.2f} | "
                 f"{r['p999']:.2f} | {r['max']:.1f} | {r['count']:,} | {r['missing']} | "
-                f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} |"
+                f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} | "
+                f"{r['cpu_s']:.2f} |"
                 + (f" {r['behind_p50']:.2f} | {r['behind_p99']:.2f} |" if together else "")
             )
     for name, err in result["errors"].items():
-        lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | | | |")
+        lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | | | | |")
     lines += ["", "| target | value | verdict |", "|---|---|---|"]
     for v in result["verdicts"]:
         lines.append(f"| {v['target']} | {v['value']} | {'PASS' if v['pass'] else 'FAIL'} |")
