@@ -32,6 +32,7 @@ async def produce(n: int, size: int) -> None:
     producer = cg.Producer(["127.0.0.1:9"])
     producer._loop = asyncio.get_running_loop()
     producer._open = producer._acc.accepting = True
+    producer._fast = producer._fast_path()
     producer._topics["t"] = info = _Topic(producer._acc.batch_size)
     info.resize(producer._acc, "t", 8)
     info.recheck_ms = 1 << 62

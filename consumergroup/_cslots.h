@@ -58,6 +58,36 @@ slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets
     return 0;
 }
 
+/* The byte offsets of the writable object slots `names[0..n)` of `type` (its own or a base
+ * class's; other slots may exist) into `offsets`: 0, or -1 with TypeError. Readers check
+ * an object's exact type before using them. */
+static inline int
+member_offsets(PyTypeObject *type, const char *const *names, int n, Py_ssize_t *offsets)
+{
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            ok = member->type == T_OBJECT_EX && !(member->flags & READONLY);
+            offsets[i] = member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable __slots__ member",
+                         type->tp_name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The object in the slot at byte `offset` of `obj` (borrowed; NULL when unset). */
+#define SLOT_AT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
 /* Store `value` (a new reference, stolen) in the slot at byte `offset` of `obj`. */
 static inline void
 set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)

@@ -58,6 +58,21 @@ class PartitionQueue:
 class Accumulator:
     """Every partition's queue, the open batches, and the memory they hold."""
 
+    # Slots: send()'s C fast path (``_cproduce.FastSend``) reads and writes ``accepting``,
+    # ``batch_size``, ``buffer_memory``, ``ready`` and ``used`` at fixed offsets.
+    __slots__ = (
+        "_room",
+        "accepting",
+        "batch_size",
+        "buffer_memory",
+        "closed",
+        "flushing",
+        "linger",
+        "partitions",
+        "ready",
+        "used",
+    )
+
     def __init__(self, batch_size: int, buffer_memory: int, linger: float) -> None:
         self.batch_size = batch_size
         self.buffer_memory = buffer_memory

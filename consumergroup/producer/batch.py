@@ -20,7 +20,7 @@ import asyncio
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
 from aiokafka.record._crecords import crc32c_cython as _crc32c
@@ -31,7 +31,7 @@ from ..message import RecordHeader
 from ..net.fetch import _uvarint_bytes as _uvarint
 from .metadata import RecordMetadata
 
-__all__ = ["CODECS", "ProducerBatch", "append_record", "record_size"]
+__all__ = ["CODECS", "FastSend", "ProducerBatch", "append_record", "record_size"]
 
 #: The record batch attribute's codec id for each ``producer.compression``.
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -103,20 +103,39 @@ def _py_complete(
         offset += step
 
 
-def _load() -> tuple[Callable[..., int], Callable[..., None]]:
+def _py_track(futures: list[asyncio.Future[RecordMetadata]]) -> None:
+    """The Python twin of ``_cproduce.track``: without the extension every future is
+    tracked by the garbage collector all along."""
+
+
+_T = TypeVar("_T")
+
+
+def _py_untrack(container: _T) -> _T:
+    """The Python twin of ``_cproduce.untrack``: the collector keeps walking it."""
+    return container
+
+
+def _load() -> tuple[
+    Callable[..., int], Callable[..., None], Callable[..., None], Callable[[_T], _T], Any
+]:
     module: Any = load_extension("_cproduce", "consumergroup.producer")
     if module is None:
-        return _py_append, _py_complete
+        return _py_append, _py_complete, _py_track, _py_untrack, None
     try:
         module.bind(RecordMetadata, asyncio.InvalidStateError)
     except TypeError:  # RecordMetadata changed shape: the Python twin still knows it
-        return _py_append, _py_complete
-    return module.append, module.complete
+        return _py_append, _py_complete, _py_track, _py_untrack, None
+    return module.append, module.complete, module.track, module.untrack, module.FastSend
 
 
 #: ``append_record(buf, offset_delta, timestamp_delta, key, value, headers) -> bytes
-#: taken``: the C encoder, or its Python twin without the extension.
-append_record, _complete = _load()
+#: taken``: the C encoder, or its Python twin without the extension. ``FastSend``:
+#: ``send()``'s per-record path in C (the producer builds one at start), None without
+#: the extension. ``_track``: gives a batch's futures back to the garbage collector,
+#: which FastSend keeps them from while they are queued; ``_untrack(list)``: the
+#: collector stops walking that list (and returns it).
+append_record, _complete, _track, _untrack, FastSend = _load()
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Sequence[RecordHeader]) -> int:
@@ -129,14 +148,23 @@ def record_size(key: bytes | None, value: bytes | None, headers: Sequence[Record
 
 
 class ProducerBatch:
-    """One partition's records for one record batch, their futures and delivery state."""
+    """One partition's records for one record batch, their futures and delivery state.
+
+    Out of the garbage collector's lists (_untrack): a batch refers to nothing that leads
+    back to it (its ``done`` future's callbacks are flush()'s waiters and, after a
+    split, the parent batch), and thousands are queued at a time, each promoted to the
+    oldest generation, which would otherwise set off full collections every few
+    thousand batches.
+    """
 
     __slots__ = (
+        "_done",
+        "_finished",
+        "_loop",
         "attempts",
         "base_timestamp",
         "buffer",
         "created",
-        "done",
         "encoded_for",
         "futures",
         "partition",
@@ -157,9 +185,11 @@ class ProducerBatch:
         # deltas from 0 (the record's index).
         self.buffer = bytearray(BATCH_OVERHEAD)
         self.base_timestamp = base_timestamp
-        # Per record, in send order: its timestamp (ms) and its future.
-        self.timestamps: list[int] = []
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        # Per record, in send order: its timestamp (ms) and its future. Lists of ints and
+        # of futures close no reference cycle: the garbage collector need not walk them
+        # (thousands of records per batch, every batch queued; _untrack).
+        self.timestamps: list[int] = _untrack([])
+        self.futures: list[asyncio.Future[RecordMetadata]] = _untrack([])
         # Estimated encoded bytes (record_size per record): what buffer_memory counts.
         self.size = 0
         self.created = time.monotonic()
@@ -170,11 +200,23 @@ class ProducerBatch:
         # first sent.
         self.payload: bytearray | None = None
         self.encoded_for: tuple[int, int, int] | None = None
-        # Set when every future has its outcome (flush() waits for it).
-        self.done: asyncio.Future[None] = loop.create_future()
+        # Resolved once every future has its outcome (flush() waits for it): made when
+        # first asked for (done_future()); _finished says the outcome is in.
+        self._loop = loop
+        self._done: asyncio.Future[None] | None = None
+        self._finished = False
+        _untrack(self)
 
     def __len__(self) -> int:
         return len(self.futures)
+
+    def done_future(self) -> asyncio.Future[None]:
+        """A future resolved once every record of the batch has its outcome."""
+        if self._done is None:
+            self._done = self._loop.create_future()
+            if self._finished:
+                self._done.set_result(None)
+        return self._done
 
     def append(
         self,
@@ -264,9 +306,10 @@ class ProducerBatch:
             if not remaining[0]:
                 self._finish()
 
-        first.done.add_done_callback(one_done)
-        second.done.add_done_callback(one_done)
-        self.payload, self.buffer, self.futures, self.timestamps = None, bytearray(), [], []
+        first.done_future().add_done_callback(one_done)
+        second.done_future().add_done_callback(one_done)
+        self.payload, self.buffer = None, bytearray()
+        self.futures, self.timestamps = _untrack([]), _untrack([])
         return first, second
 
     def complete(self, base_offset: int, append_time_ms: int) -> None:
@@ -280,6 +323,7 @@ class ProducerBatch:
     def fail(self, error: BaseException) -> None:
         """Not delivered: every record's future gets ``error`` (a fresh copy each, so
         one exception object does not collect many tracebacks)."""
+        _track(self.futures)
         for fut in self.futures:
             if not fut.done():
                 fut.set_exception(_copy(error))
@@ -288,8 +332,9 @@ class ProducerBatch:
     def _finish(self) -> None:
         self.payload = None  # its memory goes back at once
         self.buffer = bytearray()
-        if not self.done.done():
-            self.done.set_result(None)
+        self._finished = True
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
 
 
 def _decode(body: memoryview) -> list[tuple[bytes | None, bytes | None, list[RecordHeader]]]:

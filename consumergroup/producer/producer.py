@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..message import RecordHeader
 from .accumulator import Accumulator, PartitionQueue
-from .batch import BATCH_OVERHEAD, ProducerBatch
+from .batch import BATCH_OVERHEAD, FastSend, ProducerBatch, _untrack
 from .batch import append_record as _append_record
 from .idempotence import ProducerIdentity
 from .metadata import RecordMetadata
@@ -65,6 +65,10 @@ class _Topic:
         """``count`` partitions now (a topic only grows): their queues, by index."""
         self.count = count
         self.queues += [acc.queue_for(topic, p) for p in range(len(self.queues), count)]
+
+
+def _no_fast(*_args: object) -> None:
+    """send()'s per-record path where FastSend does not apply: always the Python one."""
 
 
 def _as_bytes(value: object, what: str) -> bytes | None:
@@ -129,6 +133,9 @@ class Producer(AsyncResource):
         # True from start() until close(): send() takes records.
         self._open = False
         self._closed = False
+        # send()'s per-record path in C (set by start() when it applies): queues a record
+        # and returns its future, or returns None and send() takes the Python path.
+        self._fast: Callable[..., asyncio.Future[RecordMetadata] | None] = _no_fast
 
     async def start(self) -> None:
         """Connect, obtain a producer id (idempotence) and start the sender."""
@@ -149,7 +156,26 @@ class Producer(AsyncResource):
         self._task = asyncio.create_task(self._sender.run(), name="producer-sender")
         # Decided here, once: send() pays one check when nothing is traced.
         self._inject = header_injector()
+        self._fast = self._fast_path()
         self._open = self._acc.accepting = True
+
+    def _fast_path(self) -> Callable[..., asyncio.Future[RecordMetadata] | None]:
+        """The C per-record path, when the extension is there and nothing per record
+        needs Python (a transaction's partitions, tracing headers)."""
+        if FastSend is None or self._txn is not None or self._inject is not None:
+            return _no_fast
+        fast: Callable[..., asyncio.Future[RecordMetadata] | None] = FastSend(
+            self._acc,
+            self._topics,
+            self._loop,
+            _Future,
+            self._max_record,
+            _Topic,
+            StickyPartitioner,
+            PartitionQueue,
+            ProducerBatch,
+        )
+        return fast
 
     async def send(
         self,
@@ -171,6 +197,24 @@ class Producer(AsyncResource):
         (ConfigurationError, MessageTooLargeError, UnknownTopicOrPartitionError) and
         queues nothing.
         """
+        fut = self._fast(topic, value, key, partition, headers, timestamp_ms)
+        if fut is None:
+            fut = await self._send(topic, value, key, partition, headers, timestamp_ms)
+        return fut
+
+    async def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Sequence[RecordHeader] | None,
+        timestamp_ms: int | None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """send()'s Python path: every record when the C extension is absent, else the
+        records FastSend leaves to it (a batch to start, a partition to switch to,
+        metadata to fetch, room to wait for, bad input to refuse, a transaction, headers
+        to inject)."""
         acc = self._acc
         if not acc.accepting:
             raise self._not_open()
@@ -241,7 +285,8 @@ class Producer(AsyncResource):
             batch.buffer, len(futures), timestamp_ms - batch.base_timestamp, key, value, headers
         )
         batch.timestamps.append(timestamp_ms)
-        fut: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+        # Out of the garbage collector's lists while queued, as FastSend's futures.
+        fut: asyncio.Future[RecordMetadata] = _untrack(_Future(loop=self._loop))
         futures.append(fut)
         batch.size += size
         if batch.size >= acc.batch_size:
@@ -327,7 +372,7 @@ class Producer(AsyncResource):
     async def flush(self) -> None:
         """Send every queued record at once (``linger`` aside) and wait until each was
         acknowledged or failed (their futures say which)."""
-        waiting = [batch.done for batch in self._acc.pending()]
+        waiting = [batch.done_future() for batch in self._acc.pending()]
         if not waiting:
             return
         self._acc.flushing += 1

@@ -4,10 +4,14 @@ configuration."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import random
 import struct
 import subprocess
 import sys
+import weakref
 from collections import Counter
+from typing import Any
 
 import pytest
 from aiokafka.protocol.produce import ProduceRequest as AioProduceRequest
@@ -15,10 +19,10 @@ from aiokafka.protocol.produce import ProduceResponse_v5, ProduceResponse_v8
 from aiokafka.record.default_records import DefaultRecordBatch
 
 import consumergroup as cg
-from consumergroup.errors import CorruptMessageError
+from consumergroup.errors import CorruptMessageError, DeliveryTimeoutError
 from consumergroup.net.produce import ProduceRequest, decode_produce_response
 from consumergroup.net.protocol import encode_request, prepare
-from consumergroup.producer.batch import CODECS, ProducerBatch
+from consumergroup.producer.batch import BATCH_OVERHEAD, CODECS, FastSend, ProducerBatch
 from consumergroup.producer.partitioner import StickyPartitioner, murmur2, murmur2_partition
 
 
@@ -321,7 +325,7 @@ async def test_batch_completes_futures_in_c_and_python(
             batch.append(1000 + i, None, b"v", (), fut)
         futures[1].cancel()
         batch.complete(base_offset, append_time)
-        assert futures[1].cancelled() and batch.done.done()
+        assert futures[1].cancelled() and batch.done_future().done()
         got = [f.result() for i, f in enumerate(futures) if i != 1]
         step = 1 if base_offset >= 0 else 0
         assert got == [
@@ -331,3 +335,105 @@ async def test_batch_completes_futures_in_c_and_python(
             for i in (0, 2, 3)
         ]
         assert type(got[0]) is cg.RecordMetadata and got[0].topic == "t"
+
+
+def _offline_producer(loop: asyncio.AbstractEventLoop, *, fast: bool) -> cg.Producer:
+    """A producer opened on topic "t" of 8 partitions without a broker (what
+    bench.produce_ir does): send() queues into batches that nothing sends."""
+    from consumergroup.producer.producer import _no_fast, _Topic
+
+    producer = cg.Producer(["127.0.0.1:9"], _config(batch_size=2000))
+    producer._loop = loop
+    producer._open = producer._acc.accepting = True
+    producer._topics["t"] = info = _Topic(producer._acc.batch_size)
+    info.resize(producer._acc, "t", 8)
+    info.recheck_ms = 1 << 62
+    producer._fast = producer._fast_path() if fast else _no_fast
+    return producer
+
+
+def _queued(producer: cg.Producer) -> list[tuple[int, bytes, list[int], int]]:
+    return [
+        (q.partition, bytes(b.buffer), list(b.timestamps), b.size)
+        for q in producer._acc.partitions.values()
+        for b in q.queue
+    ]
+
+
+@pytest.mark.skipif(FastSend is None, reason="the C extension is not built")
+async def test_send_fast_path_queues_what_the_python_path_queues() -> None:
+    # The C path (FastSend) and the Python one make the same batches byte for byte, the
+    # same partition choices (explicit, murmur2 of the key, sticky: the random partition
+    # switches seeded alike) and the same memory count; the Python path only starts
+    # batches and switches partitions.
+    loop = asyncio.get_running_loop()
+    made = []
+    for fast in (True, False):
+        producer = _offline_producer(loop, fast=fast)
+        calls = []
+        real = producer._send
+
+        async def counted(*args: Any, real: Any = real, calls: list[int] = calls) -> Any:
+            calls.append(1)
+            return await real(*args)
+
+        producer._send = counted  # type: ignore[method-assign]
+        random.seed(7)
+        futures = []
+        for i in range(300):
+            key = b"key-%d" % (i % 17) if i % 3 == 0 else None
+            partition = 5 if i % 7 == 0 else None
+            headers = [("h", b"x"), ("\u00e9", None)] if i % 5 == 0 else None
+            value = b"v" * (i % 40)
+            fut = await producer.send(
+                "t", value, key=key, partition=partition, headers=headers, timestamp_ms=1000 + i
+            )
+            futures.append(fut)
+        assert not any(f.done() for f in futures)
+        made.append((_queued(producer), producer._acc.used, len(calls)))
+    (fast_q, fast_used, fast_calls), (slow_q, slow_used, slow_calls) = made
+    assert fast_q == slow_q
+    assert all(len(buffer) > BATCH_OVERHEAD for _, buffer, _, _ in fast_q)
+    assert fast_used == slow_used
+    assert slow_calls == 300 and fast_calls < 60
+
+
+@pytest.mark.skipif(FastSend is None, reason="the C extension is not built")
+async def test_send_fast_path_keeps_queued_futures_from_the_collector() -> None:
+    # A future send() queued is out of the garbage collector's lists while queued, and
+    # stays out once it holds its RecordMetadata (a str and ints, never tracked) unless
+    # it can close a cycle: its owner set attributes on it, cancelled it, or its batch
+    # failed (an exception and its traceback). A cycle through such a future is collected.
+    loop = asyncio.get_running_loop()
+    producer = _offline_producer(loop, fast=True)
+
+    class Holder:
+        future: asyncio.Future[cg.RecordMetadata]
+
+    futures = [await producer.send("t", b"v", partition=1) for _ in range(5)]
+    assert not any(gc.is_tracked(f) for f in futures)  # the first by the Python path
+    futures[3].cancel()
+    holder = Holder()
+    holder.future = futures[4]
+    futures[4].holder = holder  # type: ignore[attr-defined]  # a cycle through the future
+    gone = [weakref.ref(holder)]
+    (batch,) = producer._acc.partitions["t", 1].queue
+    batch.complete(40, -1)
+    md = futures[2].result()
+    assert (md.topic, md.partition, md.offset) == ("t", 1, 42) and not gc.is_tracked(md)
+    assert [gc.is_tracked(f) for f in futures] == [False, False, False, True, True]
+
+    failed = [await producer.send("t", b"v", partition=2) for _ in range(3)]
+    holder = Holder()
+    holder.future = failed[-1]
+    failed[-1].holder = holder  # type: ignore[attr-defined]
+    gone.append(weakref.ref(holder))
+    (batch,) = producer._acc.partitions["t", 2].queue
+    batch.fail(DeliveryTimeoutError("gone"))
+    assert all(gc.is_tracked(f) for f in failed)
+    assert all(isinstance(f.exception(), DeliveryTimeoutError) for f in failed)
+    del holder, failed, futures, batch
+    for q in producer._acc.partitions.values():
+        q.queue.clear()
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None]
