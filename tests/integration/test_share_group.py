@@ -461,3 +461,40 @@ async def test_records_acquired_ahead_are_released_at_close_and_none_is_lost(
     assert set(after.offsets().values()) == {1}
     again = [s for s in after.seen if s.delivery_count == 2]
     assert len(again) >= waiting + 4, (len(again), waiting)
+
+
+@pytest.mark.kafka_only(KAFKA)
+async def test_without_renewal_records_waiting_past_half_their_lock_are_released(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Renewal off: fast handlers let the member acquire records ahead, then every
+    handler slows down. The records still waiting when half their lock (2 s) is spent
+    are released (they come again, delivery count 2) instead of being started after the
+    broker handed them out again: no record is handled twice, none expires."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=2.0)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(240)], partition=0)
+    handled: Counter[int] = Counter()
+
+    class Slowing(Collector):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            self.delay = 0.4 if len(self.seen) >= 200 else 0.0
+            await super().consume(session, record)
+            handled[record.offset] += 1
+
+    handler = Slowing()
+    config = share_config(share__max_poll_records=40, share__renew=False)
+    async with share_member(bootstrap, group, [topic], handler, concurrency=4, config=config) as (
+        member,
+        _,
+    ):
+        await wait_until(lambda: len(handled) == 240, 60, "240 records handled")
+        await wait_until(
+            lambda: member.stats().acknowledged["accept"] >= 240, 10, "the acceptances"
+        )
+        stats = member.stats()
+    assert set(handled.values()) == {1}, [o for o, n in handled.items() if n > 1]
+    assert stats.acknowledged["release"] > 0
+    assert any(s.delivery_count == 2 for s in handler.seen)
+    assert sum(p.expired for p in stats.partitions.values()) == 0 and stats.renewed == 0
