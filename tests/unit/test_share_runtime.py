@@ -4,6 +4,7 @@ and their classes, settings, and the lazy import of the share package."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -14,10 +15,11 @@ import consumergroup as cg
 from consumergroup.errors import CorruptMessageError
 from consumergroup.net.share import ACCEPT, GAP, REJECT, RELEASE
 from consumergroup.share.acks import fold, ranges
-from consumergroup.share.acquired import acquired_records
+from consumergroup.share.acquired import Acquired, acquired_records
 from consumergroup.share.broker import fetch_threshold
 from consumergroup.share.inflight import InFlight, Lock, Partition
 from consumergroup.share.record import AckType, ShareRecord, record_class
+from consumergroup.share.run import ShareRun
 from tests.unit.test_records import control_batch, recs, v2_batch
 
 TOPIC = "jobs"
@@ -210,6 +212,62 @@ def test_a_record_handed_out_again_under_a_new_lock_is_one_entry() -> None:
     assert inflight.count == 1 and part.counters.redelivered == 1
     assert inflight.decide(TOPIC, 0, 1, ACCEPT)  # the newer lock decides
     assert inflight.count == 0
+
+
+def share_run(concurrency: int, max_poll_records: int) -> ShareRun:
+    """A member's run state without its tasks (no broker: the pacing and the ledger)."""
+    config = cg.Config()
+    config.share.max_poll_records = max_poll_records
+    return ShareRun(
+        group_id="g",
+        config=config,
+        client=None,  # type: ignore[arg-type]
+        membership=None,  # type: ignore[arg-type]
+        log=logging.getLogger("test"),  # type: ignore[arg-type]
+        topics=[TOPIC],
+        handler=None,  # type: ignore[arg-type]
+        concurrency=concurrency,
+        report=lambda what, why: None,
+    )
+
+
+def test_records_ahead_follow_the_handlers_pace_within_max_poll_records() -> None:
+    run = share_run(concurrency=10, max_poll_records=500)
+    assert run.ahead == 0 and run.room() == 10  # a new member asks for its handlers' share
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished = 100  # 100 records/s
+    run.paced(0.05)  # four round trips of 50 ms: 20 records
+    assert run.ahead == 20 and run.limit == 30 and run.room() == 30
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished += 100_000  # fast handlers: capped
+    run.paced(0.05)
+    assert run.ahead == 500 and run.room() == 510
+    run.reserve(400)  # a fetch in flight may bring 400
+    assert run.room() == 110
+    run.reserve(-400)
+    run._paced_at = time.monotonic() - 1.0
+    run.paced(0.05)  # stalled handlers: nothing ahead any more
+    assert run.ahead == 0 and run.limit == 10
+    run.inflight.finished += 1000
+    run.paced(0.05)  # looked at 50 ms ago at most: too soon to judge
+    assert run.ahead == 0
+
+
+def test_without_renewal_waiting_records_go_back_at_half_their_lock() -> None:
+    run = share_run(concurrency=1, max_poll_records=10)
+    part = run.inflight.partition(TOPIC, 0)
+    now = time.monotonic()
+    records = [record_class(1)(TOPIC, 0, o, None, b"v", [], 0, 0) for o in range(4)]
+    old, new = Lock(now - 20, 30.0, [0, 1]), Lock(now, 30.0, [2, 3])
+    run.hand_out(part, Acquired(records[:2], [], [], 0), old)
+    run.hand_out(part, Acquired(records[2:], [], [], 0), new)
+    assert run.release_stale(now) == new.renew_at  # half of ``old`` is spent, not ``new``
+    assert [r.offset for r in run._ready] == [2, 3]
+    assert sorted(part.decided[RELEASE]) == [0, 1] and run.inflight.count == 2
+    run.inflight.decide(TOPIC, 0, 2, ACCEPT)  # decided meanwhile: no longer held
+    assert run.release_stale(now) == new.renew_at
+    assert run.release_stale(new.renew_at) is None and not run._ready
+    assert sorted(part.decided[RELEASE]) == [0, 1, 3]
 
 
 def test_the_fetch_threshold() -> None:
