@@ -163,7 +163,27 @@ class Sender:
             q.in_flight = 0
 
     def _drain(self, now: float) -> float | None:
-        """Send what is ready; return when the next batch gets ready (None: on a wake-up)."""
+        """Send what is ready; return when the next batch gets ready (None: on a wake-up).
+
+        Request after request while batches are ready and their broker has room: a
+        partition with many batches queued (a burst, a flush) gets up to ``max_in_flight``
+        of them out at once, each in its own request, rather than one per wake-up."""
+        wake_at: float | None = None
+        while True:
+            by_node, ready_at = self._ready_batches(now)
+            if ready_at is not None:
+                wake_at = ready_at if wake_at is None else min(wake_at, ready_at)
+            sent = False
+            for node, ready in by_node.items():
+                if self._nodes.get(node, 0) < self._config.max_in_flight:
+                    self._send(node, ready)
+                    sent = True
+            if not sent:
+                return wake_at
+
+    def _ready_batches(self, now: float) -> tuple[dict[int, _Taken], float | None]:
+        """The next unsent batch of each partition that may go now, by leader; and when
+        the next one that may not gets ready (None: on a wake-up)."""
         acc, client = self._acc, self._client
         max_in_flight = self._config.max_in_flight
         wake_at: float | None = None
@@ -199,10 +219,7 @@ class Sender:
                 wake_at = retry_at if wake_at is None else min(wake_at, retry_at)
                 continue
             by_node.setdefault(node, []).append((q, batch))
-        for node, ready in by_node.items():
-            if self._nodes.get(node, 0) < max_in_flight:
-                self._send(node, ready)
-        return wake_at
+        return by_node, wake_at
 
     def _send(self, node: int, ready: _Taken) -> None:
         """Take ``ready`` batches (up to ``max_request_size``) into one request to ``node``."""

@@ -28,6 +28,7 @@ from consumergroup.errors import (
 from consumergroup.producer.partitioner import murmur2_partition
 from consumergroup.testing import KafkaCluster
 from tests.conftest import TopicFactory, unique
+from tests.integration.group_support import wait_for
 from tests.integration.produce_proxy import ProduceProxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -194,6 +195,36 @@ async def test_a_lost_answer_is_retried_and_written_once(
         acked[md.partition].append((md.offset, b"v%d" % i))
     read = await read_back(bootstrap, topic, 401)
     assert_once_in_order(read, acked)
+
+
+async def test_a_deep_queue_goes_out_max_in_flight_requests_at_a_time(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """Batches queued faster than the broker answers (a burst, then flush()) go out in up
+    to ``max_in_flight`` requests at once, not one request per answer; delivered once and
+    in order all the same."""
+    topic = await new_topic(partitions=1)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    async with ProduceProxy(port) as proxy:
+        config = producer_config(batch_size=400, linger=0.0, max_in_flight=3)
+        async with cg.Producer([proxy.address], config) as producer:
+            await producer.send_and_wait(topic, b"warm-up")  # sequence 0 goes alone
+            before = proxy.produced
+            proxy.hold_answers()
+            futures = [await producer.send(topic, b"v%03d" % i + b"x" * 80) for i in range(60)]
+            flushed = asyncio.create_task(producer.flush())
+            try:
+                await wait_for(lambda: proxy.produced == before + 3, 10, "3 requests out")
+                assert not flushed.done()
+            finally:
+                proxy.release_answers()
+            await flushed
+        assert proxy.produced > before + 3
+    acked = {
+        0: [(0, b"warm-up")]
+        + [(f.result().offset, b"v%03d" % i + b"x" * 80) for i, f in enumerate(futures)]
+    }
+    assert_once_in_order(await read_back(bootstrap, topic, 61), acked)
 
 
 async def test_without_idempotence_a_lost_answer_can_duplicate(
