@@ -20,6 +20,9 @@ from ..helpers import produce
 from .group_support import Recorder, running_member, wait_for
 
 pytestmark = pytest.mark.timeout(180)
+# The tests that start a cluster (Apache Kafka's JVMs) are marked `kafka`, which keeps them
+# out of `make test-quick` (no JVM); those about a missing Java or Maven stay in it.
+starts_kafka = pytest.mark.kafka
 
 # The owner: starts a one-node cluster, prints its JVM's pid and its directory, waits.
 OWNER = textwrap.dedent(
@@ -47,6 +50,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@starts_kafka
 async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data() -> None:
     # A cluster of its own: restarting the session's would reload every test's topics.
     async with KafkaCluster() as kc:
@@ -66,6 +70,7 @@ async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data()
         assert set(again.seen) == set(recorder.seen)
 
 
+@starts_kafka
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
 async def test_sigkill_of_the_owner_takes_the_kafka_jvms_along() -> None:
     owner = await asyncio.create_subprocess_exec(
@@ -129,6 +134,7 @@ async def test_a_failed_download_says_what_maven_said(
             pass
 
 
+@starts_kafka
 async def test_a_cluster_id_starting_with_a_dash_still_formats() -> None:
     # The storage tool once read such an id as an option; the id goes as one argument now.
     kc = KafkaCluster()
@@ -139,6 +145,7 @@ async def test_a_cluster_id_starting_with_a_dash_still_formats() -> None:
         await produce(kc.bootstrap, topic, [b"x"])
 
 
+@starts_kafka
 async def test_a_port_taken_before_the_node_binds_it_gets_new_ports() -> None:
     # free_port() is only a guess: another process may bind the port before the JVM does.
     kc = KafkaCluster()
