@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
 
-from aiokafka.record.util import calc_crc32c
-
 from consumergroup.errors import ConsumerError, CorruptMessageError, MessageTooLargeError
 from consumergroup.message import ConsumerMessage
 
@@ -243,6 +241,11 @@ def scan_records(
     view = memoryview(records)
     end = len(view)
     txns = AbortedTransactions(aborted_transactions) if read_committed else None
+    if check_crcs:
+        # Only here (off by default): the package aiokafka.record imports its record
+        # builders and, through aiokafka.util, packaging and async_timeout: ~30 % of a
+        # consumer's start-up imports.
+        from aiokafka.record.util import calc_crc32c
     while end - pos >= _LOG_OVERHEAD:
         length = _LENGTH.unpack_from(view, pos + 8)[0]
         batch_end = pos + _LOG_OVERHEAD + length
