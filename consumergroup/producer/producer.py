@@ -136,6 +136,10 @@ class Producer(AsyncResource):
         # send()'s per-record path in C (set by start() when it applies): queues a record
         # and returns its future, or returns None and send() takes the Python path.
         self._fast: Callable[..., asyncio.Future[RecordMetadata] | None] = _no_fast
+        # send() lets the sender run (_let_the_sender_run) at a batch's start once the
+        # loop's clock passed _pass_at; then at most every _pass_every seconds.
+        self._pass_at = 0.0
+        self._pass_every = max(pc.linger, 0.001)
 
     async def start(self) -> None:
         """Connect, obtain a producer id (idempotence) and start the sender."""
@@ -272,8 +276,11 @@ class Producer(AsyncResource):
         if timestamp_ms is None:
             timestamp_ms = now_ms
         queue = info.queues[partition].queue
-        batch = queue[-1] if queue else None
-        if batch is None or batch.attempts or batch.size + size > acc.batch_size:
+        last = queue[-1] if queue else None
+        started = last is None or last.attempts > 0 or last.size + size > acc.batch_size
+        if last is not None and not started:
+            batch = last
+        else:
             # Wake the sender: the batch before (if any) is closed, so ready, and this
             # one is due after linger (the sender sleeps for good while nothing is queued).
             acc.ready.set()
@@ -291,7 +298,22 @@ class Producer(AsyncResource):
         batch.size += size
         if batch.size >= acc.batch_size:
             acc.ready.set()
+        if started and self._loop.time() >= self._pass_at:
+            await self._let_the_sender_run()
         return fut
+
+    async def _let_the_sender_run(self) -> None:
+        """Yield to the event loop twice: the sender takes the closed batches into
+        requests, then their tasks write them, and answers that came are read.
+
+        A caller that never awaits anything that suspends (``await send()`` suspends
+        only for metadata or room) would otherwise keep the sender from running until
+        ``buffer_memory`` is full: nothing would overlap the broker's work with the
+        caller's. Done at a batch's start at most every ``linger`` (one request then
+        carries the batches closed meanwhile, as the sender's own linger would)."""
+        self._pass_at = self._loop.time() + self._pass_every
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
 
     async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
         """:meth:`send` and wait for the record's acknowledgement."""

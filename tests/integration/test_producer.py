@@ -227,6 +227,27 @@ async def test_a_deep_queue_goes_out_max_in_flight_requests_at_a_time(
     assert_once_in_order(await read_back(bootstrap, topic, 61), acked)
 
 
+async def test_a_caller_that_never_suspends_still_has_records_sent_and_answered(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A loop of ``await send()`` that never suspends (room in ``buffer_memory``, so
+    send() returns at once) still lets the sender run: records go out after ``linger``
+    and their answers come back while the loop runs, not only once the buffer is full or
+    the loop awaits something else."""
+    topic = await new_topic(partitions=2)
+    async with cg.Producer([bootstrap], producer_config()) as producer:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        futures = []
+        for i in range(200_000):  # ~20 MB: under buffer_memory, never blocks
+            futures.append(await producer.send(topic, b"v%06d" % i + b"x" * 90))
+            if futures[0].done():
+                break
+        assert futures[0].done(), "nothing was answered while send() was called"
+        assert len(futures) < 200_000
+        await producer.flush()
+    assert all(f.exception() is None for f in futures)
+
+
 async def test_without_idempotence_a_lost_answer_can_duplicate(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
