@@ -39,6 +39,7 @@ setup(
         Extension(
             "consumergroup.consumer._cstream",
             ["consumergroup/consumer/_cstream.c"],
+            depends=["consumergroup/_cslots.h"],
             optional=True,
         ),
         Extension(

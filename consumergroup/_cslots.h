@@ -1,7 +1,9 @@
 /* Shared by the C extensions that build instances of a plain __slots__ class without its
  * __init__ (consumer/_crecords.c: ConsumerMessage; producer/_cproduce.c: RecordMetadata):
  * they allocate with tp_alloc and store each field at its slot's byte offset, which
- * slot_offsets() reads from the class's member descriptors once, at bind(). */
+ * slot_offsets() reads from the class's member descriptors once, at bind(); and by those
+ * that read and write some slots of Python objects in place (consumer/_cstream.c: Marks;
+ * producer/_cproduce.c: FastSend), whose offsets member_offsets() reads. */
 #ifndef CONSUMERGROUP_CSLOTS_H
 #define CONSUMERGROUP_CSLOTS_H
 
@@ -12,7 +14,7 @@
 /* The byte offsets of `cls`'s slots `names[0..n)` into `offsets`: 0, or -1 with TypeError
  * when `cls` is not a plain class whose __slots__ are exactly those n writable object
  * slots of its own. */
-static int
+static inline int
 slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
 {
     if (!PyType_Check(cls)) {

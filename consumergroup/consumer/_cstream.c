@@ -17,6 +17,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "../_cslots.h"
+
 typedef struct {
     PyObject_HEAD
     PyObject *pc;     /* the PartitionConsumer */
@@ -344,32 +346,6 @@ static PyObject *msg_names[N_MSG_FIELDS];
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
-/* The byte offsets of `names` in instances of `type`: each must be an object slot
- * (__slots__) of the class. Returns 0, or -1 with TypeError set. */
-static int
-slot_offsets(PyTypeObject *type, const char *const *names, int n, Py_ssize_t *out)
-{
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (descr == NULL) {
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
-        if (ok) {
-            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-            ok = member->type == T_OBJECT_EX && !(member->flags & READONLY);
-            out[i] = member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "Marks: %.100s.%s is not a writable __slots__ member",
-                         type->tp_name, names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int
 marks_init(Marks *self, PyObject *args, PyObject *kwds)
 {
@@ -379,8 +355,8 @@ marks_init(Marks *self, PyObject *args, PyObject *kwds)
                           &pos_type, &PyType_Type, &msg_type)) {
         return -1;
     }
-    if (slot_offsets(pos_type, POS_FIELDS, N_POS_FIELDS, self->pos_off) < 0 ||
-        slot_offsets(msg_type, MSG_FIELDS, N_MSG_FIELDS, self->msg_off) < 0) {
+    if (member_offsets(pos_type, POS_FIELDS, N_POS_FIELDS, self->pos_off) < 0 ||
+        member_offsets(msg_type, MSG_FIELDS, N_MSG_FIELDS, self->msg_off) < 0) {
         return -1;
     }
     Py_INCREF(positions);
