@@ -8,9 +8,17 @@ waits. Batches taken by the sender stay at the front of their queue until answer
 so a retry goes out again before anything behind it (idempotence needs the sequence
 order; without it this still keeps order whenever ``max_in_flight`` is 1).
 
+**Held transactions.** A transactional producer's transaction can be *cut* while its
+records are still on their way (:meth:`~.transactions.TransactionManager.cut`: the group's
+exactly-once commit): each batch carries the ordinal of the transaction it belongs to
+(``appending`` when it was started), and the sender takes only batches up to
+``sending``; the batches of the transaction after the cut wait in their queues, behind
+those of the one being ended, until it has ended.
+
 Who touches what: ``send()`` appends (:meth:`Accumulator.append`); the sender takes and
-answers batches (:class:`PartitionQueue` fields below ``queue``). Everything runs on
-the event loop, so no lock: a method that does not await is atomic.
+answers batches (:class:`PartitionQueue` fields below ``queue``); ``appending`` and
+``sending`` are moved by the transaction manager only (a cut, the end of a transaction).
+Everything runs on the event loop, so no lock: a method that does not await is atomic.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ class Accumulator:
     __slots__ = (
         "_room",
         "accepting",
+        "appending",
         "batch_size",
         "buffer_memory",
         "closed",
@@ -70,6 +79,7 @@ class Accumulator:
         "linger",
         "partitions",
         "ready",
+        "sending",
         "used",
     )
 
@@ -91,6 +101,9 @@ class Accumulator:
         # send() takes records: from the producer's start until its close, or until the
         # sender failed.
         self.accepting = False
+        # The transaction new batches belong to, and the last one whose batches the sender
+        # may take (see the module: equal but while a cut transaction ends).
+        self.appending = self.sending = 0
 
     def queue_for(self, topic: str, partition: int) -> PartitionQueue:
         """The partition's queue, created on first use."""
@@ -150,15 +163,25 @@ class Accumulator:
         )
 
     def restart_sequences(self) -> None:
-        """A new producer epoch between two transactions (nothing is queued): every
-        partition's sequences start again at 0."""
+        """A new producer epoch between two transactions (nothing of the next one was
+        sent yet): every partition's sequences start again at 0."""
         for q in self.partitions.values():
             q.next_sequence = 0
 
     def pending(self) -> Iterator[ProducerBatch]:
-        """Every batch not yet answered."""
+        """Every batch not yet answered (but those held back for a transaction after a cut,
+        which are behind the others in each queue)."""
+        sending = self.sending
         for q in self.partitions.values():
-            yield from q.queue
+            for batch in q.queue:
+                if batch.txn > sending:
+                    break
+                yield batch
+
+    def release_held(self) -> None:
+        """The cut transaction ended: the batches held back may go."""
+        self.sending = self.appending
+        self.ready.set()
 
     def empty(self) -> bool:
         """No batch anywhere is waiting or in flight."""

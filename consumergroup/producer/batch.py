@@ -173,13 +173,21 @@ class ProducerBatch:
         "size",
         "timestamps",
         "topic",
+        "txn",
     )
 
     def __init__(
-        self, topic: str, partition: int, loop: asyncio.AbstractEventLoop, base_timestamp: int
+        self,
+        topic: str,
+        partition: int,
+        loop: asyncio.AbstractEventLoop,
+        base_timestamp: int,
+        txn: int = 0,
     ) -> None:
         self.topic = topic
         self.partition = partition
+        # The transaction it belongs to (the accumulator's ordinal; 0 without them).
+        self.txn = txn
         # The records, encoded by append_record after a header's room (written at
         # encode()); their timestamp deltas count from base_timestamp, their offset
         # deltas from 0 (the record's index).

@@ -117,9 +117,7 @@ class Producer(AsyncResource):
         self._txn = (
             None
             if pc.transactional_id is None
-            else TransactionManager(
-                self._client, pc, self._identity, on_epoch=self._acc.restart_sequences
-            )
+            else TransactionManager(self._client, pc, self._identity, self._acc)
         )
         self._sender = Sender(self._client, pc, self._acc, self._identity, self._txn)
         self._task: asyncio.Task[None] | None = None
@@ -271,20 +269,25 @@ class Producer(AsyncResource):
             if not acc.accepting:
                 acc.release(size)
                 raise ClosedError("the producer was closed while send() waited for room")
-        if txn is not None and (topic, partition) not in txn.partitions:
+        if txn is not None and (topic, partition) not in txn.joined:
             txn.join(topic, partition)
         if timestamp_ms is None:
             timestamp_ms = now_ms
         queue = info.queues[partition].queue
         last = queue[-1] if queue else None
-        started = last is None or last.attempts > 0 or last.size + size > acc.batch_size
+        started = (
+            last is None
+            or last.attempts > 0
+            or last.size + size > acc.batch_size
+            or last.txn != acc.appending  # the transaction it belongs to was cut
+        )
         if last is not None and not started:
             batch = last
         else:
             # Wake the sender: the batch before (if any) is closed, so ready, and this
             # one is due after linger (the sender sleeps for good while nothing is queued).
             acc.ready.set()
-            batch = ProducerBatch(topic, partition, self._loop, timestamp_ms)
+            batch = ProducerBatch(topic, partition, self._loop, timestamp_ms, acc.appending)
             queue.append(batch)
         futures = batch.futures
         # ProducerBatch.append, inlined: the record is encoded into the batch here.
@@ -342,6 +345,15 @@ class Producer(AsyncResource):
     def in_transaction(self) -> bool:
         """A transaction is open (begun, not yet committed or aborted)."""
         return self._txn is not None and self._txn.in_transaction
+
+    def cut_transaction(self) -> None:
+        """Seal the open transaction here, for a runtime that owns it (the group's
+        exactly-once commit): records sent from now on open the next transaction and wait
+        in the buffer until this one has ended, so they may be sent while it commits.
+        :meth:`send_offsets_to_transaction` and :meth:`commit_transaction` then apply to
+        the sealed transaction; if either fails (or :meth:`abort_transaction` is called),
+        the next transaction's records are taken back into it, as if it had not been cut."""
+        self._transactions().cut()
 
     async def commit_transaction(self) -> None:
         """Send what is queued, then commit: the records and the offsets sent to the

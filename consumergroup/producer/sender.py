@@ -205,9 +205,11 @@ class Sender:
                 q.retrying = False
             if self._bump_needed:
                 continue
+            batch = q.queue[q.in_flight]
+            if batch.txn > acc.sending:
+                continue  # the next transaction's: held until the cut one has ended
             if self._txn is not None and (q.topic, q.partition) not in self._txn.partitions:
                 continue  # AddPartitionsToTxn first (the next round)
-            batch = q.queue[q.in_flight]
             if not acc.is_ready(batch, q, now):
                 ready_at = batch.created + acc.linger
                 wake_at = ready_at if wake_at is None else min(wake_at, ready_at)

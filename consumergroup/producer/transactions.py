@@ -35,9 +35,19 @@ another producer replaced: that stays an error. A broker of the protocol v1 refu
 bump after a timeout as it refuses a fenced producer; there the producer takes a new
 epoch with a plain InitProducerId (as a restarted producer does) and says so.
 
+**A cut** (:meth:`TransactionManager.cut`, the group's exactly-once commit): the open
+transaction is sealed where it stands and ended while records go on being sent into the
+next one, which opens at once. Their batches wait in the accumulator (the sender takes
+none of them, nor adds their partitions) until the sealed transaction has ended; the
+protocol v2's new epoch then applies to them, as their sequences had not been given
+out. A sealed transaction that fails to end (or its offsets are refused) takes the next
+one's records back (:meth:`_unseal`): one transaction again, which the caller commits
+again or aborts, as if there had been no cut.
+
 Who touches what: the producer's API calls (:meth:`begin`, :meth:`end`, offsets) run on
-the event loop one at a time (the user's task, or the group's transaction); ``pending``,
-``partitions`` are filled by ``send()`` (:meth:`join`) and drained by the sender; ``error``
+the event loop one at a time (the user's task, or the group's transaction); ``joined``,
+``pending``, ``partitions`` are filled by ``send()`` (:meth:`join`) and drained by the
+sender; ``sealed`` is set by :meth:`cut` and cleared when that transaction ends; ``error``
 and ``ended_by_coordinator`` are set by the sender when a batch of the transaction failed
 (:meth:`fail`) and by the requests here.
 """
@@ -77,6 +87,7 @@ from ..net.protocol import (
     TxnOffsetCommitRequest,
 )
 from ..retry import Backoff
+from .accumulator import Accumulator
 from .idempotence import ProducerIdentity
 
 log = logging.getLogger(__name__)
@@ -122,16 +133,23 @@ class TransactionManager:
         client: Client,
         config: ProducerConfig,
         identity: ProducerIdentity,
-        on_epoch: Callable[[], None] = lambda: None,
+        acc: Accumulator,
     ) -> None:
         assert config.transactional_id is not None
         self.transactional_id: str = config.transactional_id
         self._client = client
         self._config = config
         self._identity = identity
+        # Its batches are labelled with the transaction they belong to (a cut).
+        self._acc = acc
         # Called when the producer epoch changed (every partition's sequences restart).
-        self._on_epoch = on_epoch
+        self._on_epoch = acc.restart_sequences
         self.in_transaction = False
+        # cut() sealed the open transaction: records sent since belong to the next one.
+        self.sealed = False
+        # Partitions records went to in the transaction send() appends to (the next one
+        # while sealed); outside a seal, ``partitions`` and ``pending`` together.
+        self.joined: set[tuple[str, int]] = set()
         # commit/abort in progress: records and offsets are refused meanwhile.
         self.completing = False
         # The open transaction runs the protocol v2 (KIP-890), fixed at begin().
@@ -161,6 +179,7 @@ class TransactionManager:
         self.v2 = self._client.feature_level("transaction.version") >= 2
         self.in_transaction = True
         self.error = None
+        self.joined.clear()
 
     def require_open(self, what: str) -> None:
         """Raise unless a transaction is open (and not being committed or aborted)."""
@@ -175,14 +194,53 @@ class TransactionManager:
             )
 
     def join(self, topic: str, partition: int) -> None:
-        """A record goes to ``topic/partition``: it joins the transaction (protocol v1:
-        the sender sends AddPartitionsToTxn before the partition's first batch; v2: the
-        partition's leader adds it when the first Produce of the transaction arrives)."""
+        """A record goes to ``topic/partition``, new to the transaction: it joins it
+        (protocol v1: the sender sends AddPartitionsToTxn before the partition's first
+        batch; v2: the partition's leader adds it when the first Produce of the
+        transaction arrives). While sealed, the next transaction's: added once the sealed
+        one has ended."""
         key = (topic, partition)
+        self.joined.add(key)
+        if not self.sealed:
+            self._add(key)
+
+    def _add(self, key: tuple[str, int]) -> None:
         if self.v2:
             self.partitions.add(key)
         elif key not in self.partitions:
             self.pending.add(key)
+
+    def cut(self) -> None:
+        """Seal the open transaction here: records sent from now on open the next one and
+        wait in the accumulator until this one has ended (:meth:`end` commits only what
+        was sent before; :meth:`send_offsets` adds to this one)."""
+        self.require_open("cutting a transaction")
+        if self.sealed:
+            raise InvalidTxnStateError("the transaction is already cut")
+        self.sealed = True
+        self.joined = set()
+        self._acc.appending += 1
+
+    def _unseal(self) -> None:
+        """The sealed transaction did not end: the next one's records join it (one open
+        transaction again, committed or aborted as a whole)."""
+        if not self.sealed:
+            return
+        self.sealed = False
+        for key in self.joined:
+            self._add(key)
+        self.joined = self.partitions | self.pending
+        self._acc.release_held()
+
+    def _sealed_ended(self) -> None:
+        """The sealed transaction ended: the next one is the open one (if anything was sent
+        to it), its partitions join it and its batches may go."""
+        self.sealed = False
+        self.in_transaction = bool(self.joined)
+        self.v2 = self._client.feature_level("transaction.version") >= 2
+        for key in self.joined:
+            self._add(key)
+        self._acc.release_held()
 
     def fail(self, error: BaseException) -> None:
         """A batch of the transaction failed (the sender): the transaction can only abort."""
@@ -230,6 +288,18 @@ class TransactionManager:
         metadata) to ``group`` as part of the transaction. A group's refusal (the member
         was fenced or its generation moved on) raises and leaves the transaction open."""
         self.require_open("send_offsets_to_transaction")
+        try:
+            await self._send_offsets(offsets, group, metadata)
+        except BaseException:
+            self._unseal()
+            raise
+
+    async def _send_offsets(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group: GroupMetadata,
+        metadata: Mapping[tuple[str, int], str] | None,
+    ) -> None:
         ident = self._identity
         v2 = self.v2
         if not v2:
@@ -285,7 +355,11 @@ class TransactionManager:
         closed; a commit that fails leaves it open, to be aborted. An abort after the
         coordinator ended the epoch re-initialises the producer (:meth:`recover`)."""
         self.require_open("commit_transaction()" if commit else "abort_transaction()")
-        self.completing = True
+        if not commit:
+            self._unseal()  # an abort takes the next transaction's records with it
+        sealed = self.sealed
+        # While a sealed transaction ends, send() goes on into the next one.
+        self.completing = not sealed
         try:
             await flush()
             if commit and self.error is not None:
@@ -309,12 +383,20 @@ class TransactionManager:
                     self.ended_by_coordinator = True  # aborted already: recover below
             if not commit and self.ended_by_coordinator:
                 await self.recover()
+        except BaseException:
+            self._unseal()
+            raise
         finally:
             self.completing = False
-        self.in_transaction = self.offsets_added = False
+        self.offsets_added = False
         self.partitions.clear()
         self.pending.clear()
         self.error = None
+        if sealed:
+            self._sealed_ended()
+        else:
+            self.in_transaction = False
+            self.joined.clear()
 
     async def recover(self) -> None:
         """A new epoch after the coordinator ended this one (the transaction timed out):
