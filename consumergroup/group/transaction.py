@@ -9,12 +9,26 @@ epoch and instance id: a zombie is fenced) and commits the transaction, so a rec
 output and its offset become visible together or not at all.
 
 **The delivery gate.** A commit must never fall between a handler's ``send`` and its
-``mark``: the transaction ends only while every claim's handler waits in its
+``mark``: the transaction is cut only while every claim's handler waits in its
 ``messages()``/``batches()`` iteration. Each gated iteration is *busy* from the moment
 it hands out a record (or batch) until the handler asks for the next; a commit point
 closes the gate (no iteration hands out anything more), waits until no claim is busy
 (a handler's task that ended counts as idle, as does the task calling the commit), then
-ends the transaction and opens the gate.
+takes the marks and cuts the transaction there, and opens the gate again.
+
+**The handlers go on while it ends.** After the cut
+(:meth:`~consumergroup.producer.Producer.cut_transaction`) the handlers' records open
+the next transaction, held in the producer's buffer until the cut one has ended, and
+their marks wait for the next commit point; meanwhile the cut transaction's records
+are flushed, its marks sent (TxnOffsetCommit) and it is committed (EndTxn). The gate is
+thus closed only for the time a handler takes to finish its record, not for the
+commit's round trips (Kafka Streams' shape). While it ends, a gated iteration yields to
+the event loop more often (:data:`_YIELD_EVERY_ENDING`), so that the commit's requests
+and answers are not queued behind long runs of the handlers. If the cut transaction
+fails to end, the producer takes the next one's records back into it (one transaction
+again, the marks taken meanwhile still unacknowledged): a refusal for a stale member
+epoch leaves that open to be committed again; any other failure closes the gate again
+(a mark made after the rewind would skip a record) and aborts it all.
 
 **Aborts rewind.** When the transaction aborts (a handler raised, a send or the commit
 failed, the offsets were refused), everything since the last commit is gone from the
@@ -34,21 +48,24 @@ from :data:`STALLED_AFTER` in a row the group reports the error on ``errors()`` 
 ``/health/ready`` fails, until a transaction commits again.
 
 Who touches what (one event loop): ``epoch``, the gate (``_closed``, ``_ending``,
-``_opened``) and the producer's transaction state are written under ``_lock`` by :meth:`commit` /
-:meth:`abort` / :meth:`close` only; ``_claims`` is written by the gated iterations
-(registering themselves and flipping their own ``busy``), read by the commit's wait.
+``_opened``), ``_yield_every`` and the producer's transaction state (begin, cut, end)
+are written under ``_lock`` by :meth:`commit` / :meth:`abort` / :meth:`close` only; the
+handlers' sends append to the open transaction (the next one after a cut) meanwhile;
+``_claims`` is written by the gated iterations (registering themselves and flipping
+their own ``busy``), read by the commit's wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConsumerError, ConsumerGroupError, ProducerFencedError, StaleMemberEpochError
 from ..retry import Backoff
 
 if TYPE_CHECKING:
+    from ..message import RecordHeader
     from ..producer.metadata import RecordMetadata
     from ..producer.producer import Producer
     from ..producer.transactions import GroupMetadata
@@ -58,8 +75,12 @@ if TYPE_CHECKING:
 __all__ = ["STALLED_AFTER", "AbortStreak", "GroupTransaction"]
 
 T = TypeVar("T")
-#: A gated iteration yields to the event loop once per this many items handed out.
+#: A gated iteration yields to the event loop once per this many items handed out...
 _YIELD_EVERY = 128
+#: ... and once per this many while a transaction ends behind the handlers: each step of
+#: the commit (the flush's requests and answers, TxnOffsetCommit, EndTxn) waits for a
+#: turn of the event loop, which every running handler's step delays.
+_YIELD_EVERY_ENDING = 16
 #: Aborts in a row, without a commit between, from which the group reports the error and
 #: is not ready (``/health/ready``).
 STALLED_AFTER = 3
@@ -158,6 +179,9 @@ class GroupTransaction:
         self._closed = self._ending = False
         self._opened = asyncio.Event()
         self._opened.set()
+        # How many items a gated iteration hands out between two turns of the event loop
+        # (fewer while a cut transaction ends, written by _commit).
+        self._yield_every = _YIELD_EVERY
         # Set when the last busy claim goes idle while the gate is closed.
         self._idle = asyncio.Event()
         self._claims: set[_Claim] = set()
@@ -173,18 +197,45 @@ class GroupTransaction:
 
     # ------------------------------------------------------------------ handlers
 
-    async def send(
-        self, topic: str, value: bytes | None, **kwargs: Any
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[RecordHeader] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Awaitable[asyncio.Future[RecordMetadata]]:
+        """``producer.send`` inside the member's transaction (begun if none is open); while
+        the gate is closed for an abort (or the rare commit nothing but the gate closed),
+        the record waits for it to open (a handler holding a record never meets that:
+        the gate waits until it is idle). ``session.send`` is bound to this: one call
+        per record written, it is a plain function handing back the producer's own
+        coroutine (no coroutine of its own) when the transaction is open."""
+        if self._ending or not self._producer.in_transaction:
+            return self._send_later(topic, value, key, partition, headers, timestamp_ms)
+        return self._producer.send(
+            topic, value, key=key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
+        )
+
+    async def _send_later(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Sequence[RecordHeader] | None,
+        timestamp_ms: int | None,
     ) -> asyncio.Future[RecordMetadata]:
-        """``producer.send`` inside the member's transaction (begun if none is open); while a
-        commit point ends the transaction, the record waits for the next one (a handler
-        holding a record never meets that: the transaction ends only once it is idle)."""
         while self._ending:
             await self._opened.wait()
         producer = self._producer
         if not producer.in_transaction:
             await producer.begin_transaction()
-        return await producer.send(topic, value, **kwargs)
+        return await producer.send(
+            topic, value, key=key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
+        )
 
     async def gate(self, source: AsyncIterator[T]) -> AsyncIterator[T]:
         """``source`` (a claim's messages or batches) through the delivery gate."""
@@ -197,7 +248,8 @@ class GroupTransaction:
         try:
             async for item in source:
                 handed += 1
-                if handed % _YIELD_EVERY == 0:
+                if handed >= self._yield_every:
+                    handed = 0
                     # Records already fetched and sends that fit the producer's buffer never
                     # yield: let the producer's sender and the commit ticker run.
                     await asyncio.sleep(0)
@@ -285,6 +337,11 @@ class GroupTransaction:
             if not pending:
                 return
             await producer.begin_transaction()
+        # No handler holds a record: the transaction is cut here, and the handlers go on
+        # into the next one (held back in the producer) while this one ends.
+        producer.cut_transaction()
+        self._open_gate()
+        self._yield_every = _YIELD_EVERY_ENDING
         try:
             if pending:
                 await producer.send_offsets_to_transaction(
@@ -294,10 +351,17 @@ class GroupTransaction:
                 )
             await producer.commit_transaction()
         except StaleMemberEpochError:
-            raise  # the transaction stays open: again under the next heartbeat's epoch
+            # The transaction stays open, the next one's records back in it: again under
+            # the next heartbeat's epoch.
+            raise
         except ConsumerGroupError as exc:
+            # What the handlers did since the cut went back into this transaction: it
+            # aborts once they hold no record (a mark after the rewind would skip one).
+            await self._close_gate()
             await self._abort(f"its commit failed ({exc})")
             raise
+        finally:
+            self._yield_every = _YIELD_EVERY
         self._offsets.acknowledge(pending)
         self.commits += 1
         if progress:

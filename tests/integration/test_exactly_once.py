@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import struct
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -27,7 +28,7 @@ from consumergroup.errors import ConfigurationError, ConsumerGroupError
 from consumergroup.integrations._service import ServiceHealth
 from consumergroup.retry import is_transient
 from tests.conftest import TopicFactory, unique
-from tests.helpers import produce, read_committed_values
+from tests.helpers import ProxyLink, RoutingProxy, produce, read_committed_values
 from tests.integration.copier_process import Copier
 from tests.integration.group_support import consumer_protocol_config, group_config, wait_for
 
@@ -366,6 +367,128 @@ async def test_handlers_committing_at_once_do_not_wait_for_each_other(
     assert sorted(await read_committed_values(bootstrap, out, OUT_PARTITIONS)) == sorted(
         b"%d" % i for i in range(200)
     )
+
+
+_TXN_OFFSET_COMMIT = 28
+_INVALID_COMMIT_OFFSET_SIZE = 28
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _refused(frame: bytes, code: int) -> bytes:
+    """A TxnOffsetCommit answer (v3+: flexible) with every partition's error ``code``."""
+    buf = bytearray(frame)
+    _, pos = _uvarint(buf, 4)  # after the correlation id: the header's tagged fields
+    topics, pos = _uvarint(buf, pos + 4)  # after throttle_time_ms
+    for _ in range(topics - 1):
+        name, pos = _uvarint(buf, pos)
+        parts, pos = _uvarint(buf, pos + name - 1)
+        for _ in range(parts - 1):
+            struct.pack_into(">h", buf, pos + 4, code)
+            _, pos = _uvarint(buf, pos + 6)
+        _, pos = _uvarint(buf, pos)
+    return bytes(buf)
+
+
+class HeldCommitProxy(RoutingProxy):
+    """The member's only path to the broker; once ``armed``, it holds the next
+    TxnOffsetCommit answer (``holding`` set) until ``release`` is set, then forwards it,
+    every partition refused with ``refuse`` when that is set."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.armed = False
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.refuse: int | None = None
+        self._held: bytes | None = None
+
+    def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
+        frame = super().rewrite_response(key, version, client_id, frame)
+        if key == _TXN_OFFSET_COMMIT and self.armed:
+            assert version >= 3, version
+            self.armed = False
+            self._held = frame[:4]
+        return frame
+
+    async def forward_response(self, link: ProxyLink, frame: bytes) -> None:
+        if self._held is not None and frame[:4] == self._held:
+            self._held = None
+            self.holding.set()
+            await self.release.wait()
+            if self.refuse is not None:
+                frame = _refused(frame, self.refuse)
+        await super().forward_response(link, frame)
+
+
+async def test_handlers_go_on_into_the_next_transaction_while_one_commits(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """A commit point cuts the transaction once no handler holds a record, then ends it
+    while the handlers go on into the next one (their records held in the producer
+    until it has ended, their marks left to the next commit): records arriving while
+    the commit's TxnOffsetCommit answer is held up are copied meanwhile; the commit
+    completes, then the next; the output, read read_committed, holds every input once."""
+    await copy_around_a_held_commit(bootstrap, new_topic, refused=False)
+
+
+@KAFKA_ONLY
+async def test_a_commit_refused_while_handlers_go_on_aborts_both_transactions(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The same, the held TxnOffsetCommit then refused: the transaction aborts with the
+    next one's records (sent meanwhile, held in the producer) taken into it, every claim
+    is read again from the last commit: nothing of either is lost or written twice."""
+    await copy_around_a_held_commit(bootstrap, new_topic, refused=True)
+
+
+async def copy_around_a_held_commit(
+    bootstrap: str, new_topic: TopicFactory, *, refused: bool
+) -> None:
+    """300 records copied, then a commit whose TxnOffsetCommit answer the proxy holds
+    while 100 more arrive and are copied, then let through (refused when ``refused``)."""
+    source, out = await new_topic(partitions=3), await new_topic(partitions=OUT_PARTITIONS)
+    group = unique("eos")
+    await inputs(bootstrap, source, 300)
+    handler = Copier(out)
+    config = eos_config(consumer__return_errors=True)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    async with (
+        HeldCommitProxy(port) as proxy,
+        copier(proxy.address, group, source, handler, config) as member,
+    ):
+        await wait_for(lambda: handler.copied >= 300, 60, "the first 300 copied")
+        proxy.refuse = _INVALID_COMMIT_OFFSET_SIZE if refused else None
+        proxy.armed = True
+        await asyncio.wait_for(proxy.holding.wait(), 30)
+        session = member.session
+        assert session is not None and session.transaction is not None
+        commits, aborts = session.transaction.commits, session.transaction.aborts
+        before = handler.copied
+        await produce(
+            bootstrap,
+            source,
+            [b"%d" % i for i in range(300, 400)],
+            keys=[b"k%d" % i for i in range(300, 400)],
+        )
+        # While the commit waits for its answer, the handlers copy the new records.
+        await wait_for(lambda: handler.copied >= before + 100, 30, "100 copied meanwhile")
+        assert (session.transaction.commits, session.transaction.aborts) == (commits, aborts)
+        proxy.release.set()
+        if refused:
+            await wait_for(lambda: session.transaction.aborts > aborts, 30, "the abort")
+        await committed_through(bootstrap, group, 400)
+        assert session.transaction.commits > commits
+    assert_exactly_once(await read_committed_values(bootstrap, out, OUT_PARTITIONS), 400)
 
 
 async def test_a_producer_that_is_not_transactional_is_refused(bootstrap: str) -> None:
