@@ -374,7 +374,9 @@ bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * producer is open, key and value are bytes or None, the headers well formed, the record
  * fits max_record, the topic's partition count is fresh, the partition is known without
  * switching the sticky partitioner, there is room in buffer_memory, and the partition's
- * open batch takes the record. Otherwise it returns None having changed nothing, and
+ * open batch takes the record and belongs to the transaction records go to (its txn is
+ * the accumulator's appending: a transactional producer's partition then joined the
+ * transaction when the Python path started that batch). Otherwise it returns None having changed nothing, and
  * send() takes the Python path (which raises, waits, or starts a batch).
  *
  * The future is kept out of the garbage collector's lists while it is queued (a pending
@@ -383,18 +385,18 @@ bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * answered. Slots are read at byte offsets taken from the classes' member descriptors
  * (member_offsets), each object's exact type checked first. */
 
-enum { A_ACCEPTING, A_BATCH_SIZE, A_BUFFER_MEMORY, A_READY, A_USED, N_ACC };
-static const char *const ACC_SLOTS[N_ACC] = {"accepting", "batch_size", "buffer_memory", "ready",
-                                             "used"};
+enum { A_ACCEPTING, A_APPENDING, A_BATCH_SIZE, A_BUFFER_MEMORY, A_READY, A_USED, N_ACC };
+static const char *const ACC_SLOTS[N_ACC] = {"accepting", "appending",     "batch_size",
+                                             "buffer_memory", "ready", "used"};
 enum { T_COUNT, T_QUEUES, T_RECHECK, T_STICKY, N_TOPIC };
 static const char *const TOPIC_SLOTS[N_TOPIC] = {"count", "queues", "recheck_ms", "sticky"};
 enum { S_CURRENT, S_LEFT, N_STICKY };
 static const char *const STICKY_SLOTS[N_STICKY] = {"current", "left"};
 enum { Q_QUEUE, N_QUEUE };
 static const char *const QUEUE_SLOTS[N_QUEUE] = {"queue"};
-enum { B_ATTEMPTS, B_BASE_TS, B_BUFFER, B_FUTURES, B_SIZE, B_TIMESTAMPS, N_BATCH };
-static const char *const BATCH_SLOTS[N_BATCH] = {"attempts", "base_timestamp", "buffer",
-                                                 "futures", "size", "timestamps"};
+enum { B_ATTEMPTS, B_BASE_TS, B_BUFFER, B_FUTURES, B_SIZE, B_TIMESTAMPS, B_TXN, N_BATCH };
+static const char *const BATCH_SLOTS[N_BATCH] = {"attempts", "base_timestamp", "buffer", "futures",
+                                                 "size",     "timestamps",     "txn"};
 
 typedef struct {
     PyObject_HEAD
@@ -580,19 +582,22 @@ fast_send(FastSend *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     if (batch == NULL) {
         return NULL;
     }
-    long long attempts, base_ts, batch_bytes, ts;
+    long long attempts, base_ts, batch_bytes, ts, batch_txn, appending;
     PyObject *buf = SLOT_AT(batch, self->batch_off[B_BUFFER]);
     PyObject *futures = SLOT_AT(batch, self->batch_off[B_FUTURES]);
     PyObject *timestamps = SLOT_AT(batch, self->batch_off[B_TIMESTAMPS]);
     if (!Py_IS_TYPE(batch, self->batch_type) ||
         !int_slot(batch, self->batch_off[B_ATTEMPTS], &attempts) || attempts != 0 ||
+        !int_slot(batch, self->batch_off[B_TXN], &batch_txn) ||
+        !int_slot(acc, self->acc_off[A_APPENDING], &appending) || batch_txn != appending ||
         !int_slot(batch, self->batch_off[B_SIZE], &batch_bytes) ||
         batch_bytes + size > batch_size ||
         !int_slot(batch, self->batch_off[B_BASE_TS], &base_ts) || buf == NULL ||
         !PyByteArray_CheckExact(buf) || futures == NULL || !PyList_CheckExact(futures) ||
         timestamps == NULL || !PyList_CheckExact(timestamps)) {
         Py_DECREF(batch);
-        Py_RETURN_NONE; /* sent already, or full: the Python path starts the next one */
+        Py_RETURN_NONE; /* sent already, full, or of a transaction that was cut or is
+                           ending: the Python path starts the next one (or refuses) */
     }
     if (ts_obj == Py_None) {
         ts = now;

@@ -163,8 +163,10 @@ class Producer(AsyncResource):
 
     def _fast_path(self) -> Callable[..., asyncio.Future[RecordMetadata] | None]:
         """The C per-record path, when the extension is there and nothing per record
-        needs Python (a transaction's partitions, tracing headers)."""
-        if FastSend is None or self._txn is not None or self._inject is not None:
+        needs Python (tracing headers). A transaction's records take it too: it appends
+        only to a batch of the transaction records go to (the accumulator's
+        ``appending``), which the Python path started, joining its partition."""
+        if FastSend is None or self._inject is not None:
             return _no_fast
         fast: Callable[..., asyncio.Future[RecordMetadata] | None] = FastSend(
             self._acc,

@@ -358,8 +358,12 @@ class TransactionManager:
         if not commit:
             self._unseal()  # an abort takes the next transaction's records with it
         sealed = self.sealed
-        # While a sealed transaction ends, send() goes on into the next one.
+        # While a sealed transaction ends, send() goes on into the next one; else it is
+        # refused, and FastSend must not append to this transaction's batches either.
         self.completing = not sealed
+        if not sealed:
+            self._acc.appending += 1
+            self._acc.sending = self._acc.appending
         try:
             await flush()
             if commit and self.error is not None:

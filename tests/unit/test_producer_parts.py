@@ -337,12 +337,16 @@ async def test_batch_completes_futures_in_c_and_python(
         assert type(got[0]) is cg.RecordMetadata and got[0].topic == "t"
 
 
-def _offline_producer(loop: asyncio.AbstractEventLoop, *, fast: bool) -> cg.Producer:
+def _offline_producer(
+    loop: asyncio.AbstractEventLoop, *, fast: bool, transactional_id: str | None = None
+) -> cg.Producer:
     """A producer opened on topic "t" of 8 partitions without a broker (what
     bench.produce_ir does): send() queues into batches that nothing sends."""
     from consumergroup.producer.producer import _no_fast, _Topic
 
-    producer = cg.Producer(["127.0.0.1:9"], _config(batch_size=2000))
+    producer = cg.Producer(
+        ["127.0.0.1:9"], _config(batch_size=2000, transactional_id=transactional_id)
+    )
     producer._loop = loop
     producer._open = producer._acc.accepting = True
     producer._topics["t"] = info = _Topic(producer._acc.batch_size)
@@ -437,3 +441,29 @@ async def test_send_fast_path_keeps_queued_futures_from_the_collector() -> None:
         q.queue.clear()
     gc.collect()
     assert [ref() for ref in gone] == [None, None]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["c", "python"])
+async def test_a_cut_transactions_batches_take_no_record_of_the_next(fast: bool) -> None:
+    # After cut_transaction() a record starts a batch of the next transaction (labelled
+    # with it, its partition joining that one) rather than join the sealed transaction's
+    # open batch, on the C path (FastSend) as on the Python one; the flush waits only for
+    # the sealed transaction's batches. Records of one transaction share a batch.
+    if fast and FastSend is None:
+        pytest.skip("the C extension is not built")
+    loop = asyncio.get_running_loop()
+    producer = _offline_producer(loop, fast=fast, transactional_id="tid")
+    txn = producer._txn
+    assert txn is not None
+    await producer.begin_transaction()
+    for _ in range(3):
+        await producer.send("t", b"sealed", partition=1)
+    producer.cut_transaction()
+    for _ in range(2):
+        await producer.send("t", b"next", partition=1)
+    acc = producer._acc
+    first, second = acc.partitions["t", 1].queue
+    assert (first.txn, len(first), second.txn, len(second)) == (0, 3, 1, 2)
+    assert (acc.appending, acc.sending) == (1, 0)
+    assert list(acc.pending()) == [first]
+    assert txn.sealed and txn.joined == {("t", 1)}
