@@ -19,7 +19,9 @@ record is copied and committed:
   ``consume(500)``, ``produce`` each, every ``--interval`` ``send_offsets_to_transaction``
   (with ``consumer_group_metadata()``) and ``commit_transaction``.
 
-Measured from the first record copied to the last commit: records/s, and the transaction
+Measured from the first record copied to the last commit: records/s, the copier
+process's CPU time per record (librdkafka's threads included; steadier than records/s on
+a shared machine), and the transaction
 (or offset) commit's latency, p50 and p99: for ours, the group's ``on_commit`` observer
 (the whole commit point: the gate, the flush, TxnOffsetCommit, EndTxn); for confluent,
 around ``send_offsets_to_transaction`` + ``commit_transaction``. Prints a markdown table
@@ -69,6 +71,7 @@ async def copy_ours(args: argparse.Namespace) -> dict[str, Any]:
         config.producer.transactional_id = f"bench-{uuid.uuid4().hex[:8]}"
     latencies: list[float] = []
     first: list[float] = []
+    cpu: list[float] = []  # the process's CPU time at the first record
     done = asyncio.Event()
     out, n = args.output, args.n
 
@@ -87,6 +90,7 @@ async def copy_ours(args: argparse.Namespace) -> dict[str, Any]:
             async for msg in claim.messages():
                 if not first:
                     first.append(time.perf_counter())
+                    cpu.append(time.process_time())
                 await send(out, (msg.value or b"").upper(), key=msg.key)
                 session.mark_message(msg)
                 Copier.copied += 1
@@ -107,10 +111,12 @@ async def copy_ours(args: argparse.Namespace) -> dict[str, Any]:
         if not eos:
             await producer.flush()
         end = time.perf_counter()
+        cpu_end = time.process_time()
         await run
     p50, p99 = _percentiles(latencies)
     return {
         "seconds": end - first[0],
+        "cpu": cpu_end - cpu[0],
         "close": end - copied_at,
         "copied": Copier.copied,
         "commits": len(latencies),
@@ -143,7 +149,7 @@ def copy_confluent(args: argparse.Namespace) -> dict[str, Any]:
     consumer.subscribe([args.input])
     latencies: list[float] = []
     positions: dict[int, int] = {}
-    copied, first = 0, 0.0
+    copied, first, cpu = 0, 0.0, 0.0
     producer.begin_transaction()
     last_commit = time.perf_counter()
 
@@ -160,6 +166,7 @@ def copy_confluent(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if not first:
                 first = time.perf_counter()
+                cpu = time.process_time()
             producer.produce(args.output, (msg.value() or b"").upper(), key=msg.key())
             producer.poll(0)
             positions[msg.partition()] = msg.offset() + 1
@@ -170,9 +177,10 @@ def copy_confluent(args: argparse.Namespace) -> dict[str, Any]:
             last_commit = time.perf_counter()
     commit()
     end = time.perf_counter()
+    cpu = time.process_time() - cpu
     consumer.close()
     p50, p99 = _percentiles(latencies)
-    return {"seconds": end - first, "copied": copied, "p50": p50, "p99": p99}
+    return {"seconds": end - first, "cpu": cpu, "copied": copied, "p50": p50, "p99": p99}
 
 
 async def run_peer(
@@ -195,6 +203,7 @@ async def run_peer(
         raise RuntimeError(f"{peer} exited {proc.returncode}")
     result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     result["rate"] = result["copied"] / result["seconds"]
+    result["cpu_us"] = result["cpu"] / result["copied"] * 1e6
     return result
 
 
@@ -203,14 +212,16 @@ def table(runs: dict[str, list[dict[str, Any]]]) -> str:
         return statistics.median(r[what] for r in runs[peer]) if runs.get(peer) else 0.0
 
     lines = [
-        "| peer | records/s | commit p50 ms | commit p99 ms | vs ours_alo | vs confluent_eos |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| peer | records/s | CPU µs/record | commit p50 ms | commit p99 ms | vs ours_alo "
+        "| vs confluent_eos |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for peer in runs:
         rate = median(peer, "rate")
         alo, conf = median("ours_alo", "rate"), median("confluent_eos", "rate")
         lines.append(
-            f"| {peer} | {rate:,.0f} | {median(peer, 'p50') * 1000:.1f} | "
+            f"| {peer} | {rate:,.0f} | {median(peer, 'cpu_us'):.2f} | "
+            f"{median(peer, 'p50') * 1000:.1f} | "
             f"{median(peer, 'p99') * 1000:.1f} | {rate / alo if alo else 0:.2f} | "
             f"{rate / conf if conf else 0:.2f} |"
         )
@@ -239,7 +250,8 @@ async def main(args: argparse.Namespace) -> None:
                 result = await run_peer(args, peer, bootstrap, topic)
                 runs[peer].append(result)
                 print(
-                    f"rep {rep + 1} {peer}: {result['rate']:,.0f} records/s, commit p50 "
+                    f"rep {rep + 1} {peer}: {result['rate']:,.0f} records/s, "
+                    f"{result['cpu_us']:.2f} CPU us/record, commit p50 "
                     f"{result['p50'] * 1000:.1f} ms p99 {result['p99'] * 1000:.1f} ms, "
                     f"load {os.getloadavg()[0]:.1f}",
                     file=sys.stderr,
