@@ -26,6 +26,7 @@ import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.errors import ConfigurationError, ConsumerGroupError
 from consumergroup.integrations._service import ServiceHealth
+from consumergroup.net.fetch import _uvarint
 from consumergroup.retry import is_transient
 from tests.conftest import TopicFactory, unique
 from tests.helpers import ProxyLink, RoutingProxy, produce, read_committed_values
@@ -373,29 +374,19 @@ _TXN_OFFSET_COMMIT = 28
 _INVALID_COMMIT_OFFSET_SIZE = 28
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _refused(frame: bytes, code: int) -> bytes:
     """A TxnOffsetCommit answer (v3+: flexible) with every partition's error ``code``."""
     buf = bytearray(frame)
-    _, pos = _uvarint(buf, 4)  # after the correlation id: the header's tagged fields
-    topics, pos = _uvarint(buf, pos + 4)  # after throttle_time_ms
+    view = memoryview(frame)
+    _, pos = _uvarint(view, 4)  # after the correlation id: the header's tagged fields
+    topics, pos = _uvarint(view, pos + 4)  # after throttle_time_ms
     for _ in range(topics - 1):
-        name, pos = _uvarint(buf, pos)
-        parts, pos = _uvarint(buf, pos + name - 1)
+        name, pos = _uvarint(view, pos)
+        parts, pos = _uvarint(view, pos + name - 1)
         for _ in range(parts - 1):
             struct.pack_into(">h", buf, pos + 4, code)
-            _, pos = _uvarint(buf, pos + 6)
-        _, pos = _uvarint(buf, pos)
+            _, pos = _uvarint(view, pos + 6)
+        _, pos = _uvarint(view, pos)
     return bytes(buf)
 
 
