@@ -444,7 +444,10 @@ async def test_records_acquired_ahead_are_released_at_close_and_none_is_lost(
     first = cg.ShareGroup([bootstrap], group, config)
     task = asyncio.create_task(first.run([topic], Stalling(), concurrency=4))
     await asyncio.wait_for(stall.wait(), 60)
-    await asyncio.sleep(0.5)  # the fetches in flight land
+    # The fetches in flight land (none reserves room any more).
+    await wait_until(
+        lambda: first._run is not None and first._run._reserved == 0, 10, "fetches landed"
+    )
     waiting = held[-1] - 4
     await asyncio.wait_for(first.close(timeout=2.0), 10)
     await asyncio.wait_for(task, 5)
