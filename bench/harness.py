@@ -93,6 +93,11 @@ def log(msg: str) -> None:
 BROKERS = ("tansu", "kafka")
 
 
+#: The GC logs of the Apache Kafka node :func:`broker` started (empty otherwise): the
+#: latency section reports the collector's pauses of each run from them.
+BROKER_GC_LOGS: list[Path] = []
+
+
 @contextlib.asynccontextmanager
 async def broker(
     bootstrap: str | None, kind: str = "tansu", properties: dict[str, str] | None = None
@@ -108,7 +113,11 @@ async def broker(
         from consumergroup.testing import KAFKA_VERSION, KafkaCluster
 
         async with KafkaCluster(nodes=1, extra_properties=properties) as cluster:
-            yield cluster.bootstrap, f"Apache Kafka {KAFKA_VERSION} (1 node, KRaft, loopback)"
+            BROKER_GC_LOGS[:] = cluster.gc_logs()
+            try:
+                yield cluster.bootstrap, f"Apache Kafka {KAFKA_VERSION} (1 node, KRaft, loopback)"
+            finally:
+                BROKER_GC_LOGS.clear()
         return
     from consumergroup.testing import EmbeddedBroker
 

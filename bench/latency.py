@@ -37,7 +37,10 @@ How long a record takes from its producer to a consumer's loop body, at a steady
   arrived by then counts as *missing* (and the run's max as at least the drain).
 
 Reported per broker, rate and peer: p50, p99, p99.9 and max (ms), records measured, and
-the producer's worst lag behind its schedule. Target: ours (each API, defaults) p99 <= the
+the producer's worst lag behind its schedule; with the broker's GC log (a broker the
+benchmark starts, or ``--broker-gc-log`` for ``--bootstrap``'s: ``KafkaCluster.gc_logs()``)
+also the broker JVM's collector pauses inside each run (how many, how many full, the
+longest), during which every client's records wait alike. Target: ours (each API, defaults) p99 <= the
 best other peer's p99 with defaults, at every rate.
 
 **Stall check** (``--stall-runs``, default 10; ``--stall-peers``, default
@@ -61,9 +64,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -73,7 +78,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .harness import KAFKA_ONLY_PEERS, PEERS, PeerFailed, Procs, log, procs
+from .harness import BROKER_GC_LOGS, KAFKA_ONLY_PEERS, PEERS, PeerFailed, Procs, log, procs
 
 LATENCY_PEERS = ("cg_messages", "cg_batches", "franz", "confluent", "java", "aiokafka_getmany")
 #: Ours, each held to the target.
@@ -166,6 +171,33 @@ def produce(
     }
 
 
+# ---------------------------------------------------------------------------- broker GC
+
+#: A pause line of the JVM's unified GC log with ``time,uptime`` decorations (what
+#: ``KafkaCluster`` writes: ``-Xlog:gc:file=...:time,uptime``).
+_GC_PAUSE = re.compile(r"^\[([^\]]+)\]\[[\d.]+s\].* GC\(\d+\) Pause (\w+).* ([\d.]+)ms$")
+
+
+def gc_pauses(paths: Sequence[Path], t0: float, t1: float) -> dict[str, float]:
+    """The broker JVMs' collector pauses that overlapped the wall-clock window
+    ``[t0, t1]`` (``time.time()`` seconds): how many, the longest (ms), how many full."""
+    count = full = 0
+    longest = 0.0
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _GC_PAUSE.match(line)
+                if m is None:
+                    continue
+                end = datetime.datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+                ms = float(m[3])
+                if end >= t0 and end - ms / 1000 <= t1:
+                    count += 1
+                    full += m[2] == "Full"
+                    longest = max(longest, ms)
+    return {"gc_pauses": count, "gc_full": full, "gc_max_ms": longest}
+
+
 # ---------------------------------------------------------------------------- one run
 
 
@@ -229,9 +261,11 @@ async def run_once(
     window: float,
     drain: float,
     size: int,
+    gc_logs: Sequence[Path] = (),
 ) -> dict[str, dict[str, Any] | PeerFailed]:
     """``members`` (peer, tuned), each one member of a group of its own, reading one fresh
-    topic at one rate at the same time: each one's latency figures (or why it failed)."""
+    topic at one rate at the same time: each one's latency figures (or why it failed),
+    with the broker's collector pauses in the run (from ``gc_logs``, when given)."""
     from .harness import PeerProc, create_topic
 
     topic = await create_topic(bootstrap, partitions, "lat")
@@ -269,10 +303,13 @@ async def run_once(
         if len(failed) == len(running):
             return failed
         await asyncio.sleep(1.0)  # their first fetches are out
+        wall0 = time.time()
         produced = await _producer(
             bootstrap, topic, partitions, rate, warmup + window, warmup, size
         )
         await asyncio.sleep(drain)
+        # The measured part: from the end of the warm-up to the end of the drain.
+        gc = gc_pauses(gc_logs, wall0 + warmup, time.time()) if gc_logs else {}
     finally:
         for pp, _out, _assigned in running.values():
             await pp.stop()
@@ -294,9 +331,10 @@ async def run_once(
                 if arrived < first.get(sent, arrived + 1):
                     first[sent] = arrived
     for name, got in arrivals.items():
-        results[name] = _figures(got, first, produced, drain)
+        figures = _figures(got, first, produced, drain)
         result = running[name][0].result or {}
-        results[name]["cpu_s"] = result.get("cpu_user", math.nan) + result.get("cpu_sys", 0.0)
+        figures["cpu_s"] = result.get("cpu_user", math.nan) + result.get("cpu_sys", 0.0)
+        results[name] = {**figures, **gc}
     return results
 
 
@@ -346,6 +384,7 @@ async def run(
     stall_runs: int = 10,
     stall_peers: Sequence[str] = STALL_PEERS,
     together: bool = False,
+    gc_logs: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Every rate x peer (and tuned row), interleaved (or, ``together``, all at once on one
     stream); then the stall check."""
@@ -364,7 +403,16 @@ async def run(
             try:
                 found.update(
                     await run_once(
-                        ps, bootstrap, group, rate, n_partitions, warmup, window, drain, size
+                        ps,
+                        bootstrap,
+                        group,
+                        rate,
+                        n_partitions,
+                        warmup,
+                        window,
+                        drain,
+                        size,
+                        gc_logs,
                     )
                 )
             except PeerFailed as exc:
@@ -381,6 +429,12 @@ async def run(
                     + (
                         f", behind the first p50 {m['behind_p50']:.2f} p99 {m['behind_p99']:.2f} ms"
                         if at_once
+                        else ""
+                    )
+                    + (
+                        f", broker GC {m['gc_pauses']} pauses ({m['gc_full']} full), "
+                        f"longest {m['gc_max_ms']:.0f} ms"
+                        if "gc_pauses" in m
                         else ""
                     )
                 )
@@ -416,6 +470,7 @@ async def run(
             "reps": reps,
             "together": together,
             "load": os.getloadavg(),
+            "gc_logs": [str(p) for p in gc_logs],
         },
         "rates": table,
         "errors": errors,
@@ -520,15 +575,21 @@ def markdown(result: dict[str, Any], broker: str) -> str:
             "",
             f"Stall runs ({STALL_RATE:,}/s, the peers together):",
             "",
-            "| peer | max ms | p99 ms | behind max ms | behind p99 ms | write p99 ms |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| peer | max ms | p99 ms | behind max ms | behind p99 ms | write p99 ms "
+            "| broker GC pauses (full) | longest GC pause ms |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in result["stall"]:
+            gc = (
+                f"{r['gc_pauses']} ({r['gc_full']}) | {r['gc_max_ms']:.0f}"
+                if "gc_pauses" in r
+                else "- | -"
+            )
             lines.append(
-                f"| {r['peer']} | FAILED |  |  |  |  |"
+                f"| {r['peer']} | FAILED |  |  |  |  |  |  |"
                 if "error" in r
                 else f"| {r['peer']} | {r['max']:.1f} | {r['p99']:.2f} | {r['behind_max']:.1f} | "
-                f"{r['behind_p99']:.2f} | {r['write_p99']:.2f} |"
+                f"{r['behind_p99']:.2f} | {r['write_p99']:.2f} | {gc} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -565,6 +626,7 @@ async def _main(args: argparse.Namespace) -> None:
             args.stall_runs,
             args.stall_peers,
             args.together,
+            [Path(p) for p in args.broker_gc_log] or BROKER_GC_LOGS,
         )
     print(markdown(result, description))
     if args.json:
@@ -599,6 +661,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run the peers of a rate at once (as the stall check does), each in its own group, "
         "on one stream: the same broker, producer and machine load for all",
+    )
+    p.add_argument(
+        "--broker-gc-log",
+        action="append",
+        default=[],
+        help="the broker JVM's GC log (KafkaCluster.gc_logs(); repeatable): each run then "
+        "reports the collector's pauses inside it (a broker started here is found itself)",
     )
     p.add_argument("--session-timeout", type=float, default=6.0)
     p.add_argument("--heartbeat", type=float, default=1.0)

@@ -335,9 +335,17 @@ logger.cleaner.level = WARN
 """
 
 # Small and quick to start: a test broker serves a few clients and little data.
+# The heap is sized once (-Xms = -Xmx, a young generation of its own size): with -Xms64m
+# the serial collector grew the heap by full collections, stop-the-world pauses in which
+# every client's records waited alike (166 and 348 ms as the heap grew under the latency
+# benchmark, load 13-30: its stalls), and the class metadata's first thresholds cost two
+# more at start-up (54-390 ms). Only what the young generation touches is resident; the
+# old generation commits pages as it fills.
 _JVM_FLAGS = (
-    "-Xms64m",
+    "-Xms384m",
     "-Xmx384m",
+    "-Xmn32m",
+    "-XX:MetaspaceSize=96m",
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
     "-Xss512k",
@@ -468,6 +476,10 @@ class _Node:
         return self.home / "server.log"
 
     @property
+    def gc_log_path(self) -> Path:
+        return self.home / "gc.log"
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
@@ -506,7 +518,8 @@ class KafkaCluster(AsyncResource):
     ``nodes`` JVMs, each a combined broker and controller. Needs Java 17+ and, on first
     use, Maven: the jars are fetched from Maven Central into the cache directory (see
     :func:`kafka_classpath`). The JVMs die with this process even on ``kill -9``
-    (Linux). Logs: ``<log_dir>/node-<i>/server.log``.
+    (Linux). Logs: ``<log_dir>/node-<i>/server.log``, and the garbage collector's pauses in
+    ``gc.log`` beside it (:meth:`gc_logs`).
 
     Settings that differ from Kafka's defaults, for tests:
 
@@ -519,7 +532,8 @@ class KafkaCluster(AsyncResource):
       ``group.consumer.session.timeout.ms=6000`` with their lower bounds
       ``group.consumer.min.heartbeat.interval.ms=100`` and
       ``group.consumer.min.session.timeout.ms=1000``;
-    - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB);
+    - ``log.cleaner.dedupe.buffer.size`` 8 MiB and few threads (small heap, 384 MiB, sized
+      at start: growing it took stop-the-world full collections of 150-350 ms);
     - a transaction past its timeout is aborted within a second
       (``transaction.abort.timed.out.transaction.cleanup.interval.ms=1000``; Kafka's default
       checks every 10 s).
@@ -618,6 +632,11 @@ class KafkaCluster(AsyncResource):
     def log_path(self, node: int) -> Path:
         """Node ``node``'s log file (0-based)."""
         return self._nodes[node].log_path
+
+    def gc_logs(self) -> list[Path]:
+        """Each node's garbage-collection log (JVM unified logging, ``gc`` at info: one line
+        per pause, stamped with the wall-clock time)."""
+        return [node.gc_log_path for node in self._nodes]
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` of every node's log, for a failed test's report."""
@@ -766,6 +785,9 @@ class KafkaCluster(AsyncResource):
 
     async def _launch(self, java: str, node: _Node) -> None:
         command = self._java_command(java, "kafka.Kafka", str(node.properties))
+        # The collector's pauses, wall-clock stamped (a benchmark lines them up with its
+        # own slow records: bench.latency --broker-gc-log).
+        command.insert(1, f"-Xlog:gc:file={node.gc_log_path}:time,uptime")
         with node.log_path.open("ab") as log:
             node.proc = await asyncio.create_subprocess_exec(
                 *command,

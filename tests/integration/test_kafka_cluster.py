@@ -61,6 +61,12 @@ async def test_a_group_consumes_from_kafka_and_a_restarted_node_keeps_its_data()
         async with running_member(kc.bootstrap, unique(), [topic], recorder):
             await wait_for(lambda: len(recorder.seen) >= 30, 60, "30 messages")
         assert len(set(recorder.seen)) == 30
+        # Its heap was sized at start: it grew by no stop-the-world full collection
+        # (with -Xms64m the serial collector ran 2-3 of 80-170 ms in its first 25 s, and
+        # more as the heap grew; every client's records waited through each).
+        gc_log = kc.gc_logs()[0].read_text()
+        assert "Pause Young" in gc_log, gc_log[-2000:]
+        assert "Pause Full" not in gc_log, gc_log[-2000:]
 
         await kc.kill_node(0)
         await kc.start_node(0)

@@ -56,3 +56,24 @@ def test_the_stall_check_judges_our_own_part_only_when_the_peers_ran_together() 
     assert not verdicts[next(t for t in verdicts if t.startswith("stall check: cg_messages"))]
     alone = [run("cg_messages", 100.0, math.nan)]
     assert [v["pass"] for v in latency.verdicts({}, alone)] == [True]
+
+
+def test_the_broker_gc_pauses_of_a_run_are_those_overlapping_its_window(tmp_path: Path) -> None:
+    # The lines KafkaCluster's JVM writes (-Xlog:gc:file=...:time,uptime); a pause is
+    # logged at its end, so one ending just after the window opened began inside it.
+    log = tmp_path / "gc.log"
+    log.write_text(
+        "[2026-11-27T21:35:40.000+0000][530.000s] Using Serial\n"
+        "[2026-11-27T21:35:40.100+0000][530.100s] GC(110) Pause Young (Allocation Failure)"
+        " 90M->60M(107M) 50.000ms\n"
+        "[2026-11-27T21:35:44.624+0000][536.362s] GC(111) Pause Full (Allocation Failure)"
+        " 76M->52M(127M) 348.009ms\n"
+        "[2026-11-27T21:35:50.020+0000][542.000s] GC(112) Pause Young (Allocation Failure)"
+        " 60M->52M(127M) 30.000ms\n"
+        "[2026-11-27T21:35:59.000+0000][551.000s] GC(113) Pause Young (Allocation Failure)"
+        " 80M->52M(127M) 40.000ms\n"
+    )
+    t0 = 1795815344.4  # 21:35:44.400 UTC, inside the full pause (21:35:44.276-.624)
+    t1 = 1795815350.0  # 21:35:50.000: the next pause (ending at .020) began at 49.990
+    assert latency.gc_pauses([log], t0, t1) == {"gc_pauses": 2, "gc_full": 1, "gc_max_ms": 348.009}
+    assert latency.gc_pauses([tmp_path / "absent.log"], t0, t1)["gc_pauses"] == 0
