@@ -40,8 +40,9 @@ Reported per broker, rate and peer: p50, p99, p99.9 and max (ms), records measur
 the producer's worst lag behind its schedule; with the broker's GC log (a broker the
 benchmark starts, or ``--broker-gc-log`` for ``--bootstrap``'s: ``KafkaCluster.gc_logs()``)
 also the broker JVM's collector pauses inside each run (how many, how many full, the
-longest), during which every client's records wait alike. Target: ours (each API, defaults) p99 <= the
-best other peer's p99 with defaults, at every rate.
+longest), during which every client's records wait alike.
+Target: ours (each API, defaults) p99 <= the best other peer's p99 with defaults, at
+every rate.
 
 **Stall check** (``--stall-runs``, default 10; ``--stall-peers``, default
 :data:`STALL_PEERS`: ours ``messages()`` with aiokafka and franz-go beside it, franz-go on
