@@ -34,6 +34,7 @@ leader. Other errors end the member's ``run()``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -246,8 +247,13 @@ class BrokerSession:
             self._woken = False
             here = self._acked_here()
             holding = any(p.held for p in here)
-            pending = any(p.has_acks() for p in here)
             now = time.monotonic()
+            # Decisions held back for the rest of their acquisition go once it is all
+            # decided, or when they waited long enough (closing: all of them, now).
+            ripe_at = min(
+                (p.ripen(math.inf if member.closing else now) for p in here), default=math.inf
+            )
+            pending = any(p.has_acks() for p in here)
             ack_at = None
             if pending:
                 if self._ack_at is None:
@@ -284,6 +290,8 @@ class BrokerSession:
             due = member.inflight.next_renewal(here) if member.renew else stale_at
             if ack_at is not None and not member.closing:
                 due = ack_at if due is None else min(due, ack_at)
+            if ripe_at < math.inf:
+                due = ripe_at if due is None else min(due, ripe_at)
             if due is None:
                 await self._wake.wait()
             else:

@@ -10,7 +10,11 @@ member was assigned or still holds records of, each with
   same offset to this member again while the first handler still ran, both handlers share
   the one entry and the first to finish decides.
 * ``decided``: ack type -> offsets decided and not yet sent, folded into ranges when a
-  request carries them (:func:`~.acks.fold`);
+  request carries them (:func:`~.acks.fold`). A decision joins it once every record of
+  its lock is decided (till then it waits in the lock's ``pending``, the lock in
+  ``unripe``), or after :data:`ACK_HOLD` at most, or at its lock's renewal time: the
+  broker keeps an acquired batch as one entry, and acknowledging part of it splits the
+  entry into one per record (several times the broker's CPU per record);
 * ``locks``: the acquisitions that may still hold records, oldest first, for renewal:
   each has its deadline (the broker's lock timeout from when the ShareFetch went out),
   the time a renewal falls due (half the lock duration before the deadline) and how many
@@ -21,7 +25,8 @@ member was assigned or still holds records of, each with
 Who touches what (one event loop, no locks): the broker session task that fetched a
 partition adds records (:meth:`InFlight.deliver`), takes decided offsets and renews
 locks; handler tasks (the workers) and ``session.acknowledge`` decide
-(:meth:`InFlight.decide`); the group drops a partition's records when the member was
+(:meth:`InFlight.decide`); the broker session moves held-back decisions on
+(:meth:`Partition.ripen`); the group drops a partition's records when the member was
 fenced or the partition's leader moved (:meth:`InFlight.drop`). ``count`` is the number
 of records held over every partition: what bounds the next ShareFetch.
 """
@@ -37,24 +42,32 @@ from dataclasses import dataclass, field
 from ..net.share import ACCEPT, GAP, REJECT, RELEASE
 from .acks import AckRanges, fold
 
-__all__ = ["InFlight", "Lock", "Partition", "ShareCounters"]
+__all__ = ["ACK_HOLD", "InFlight", "Lock", "Partition", "ShareCounters"]
 
 TopicPartition = tuple[str, int]
+
+#: Seconds the decisions of an acquisition wait for the rest of it to be decided (at most
+#: until its renewal would fall due) before they go out on their own.
+ACK_HOLD = 1.0
 
 
 class Lock:
     """Records acquired together (one partition of one ShareFetch answer, or renewed
     together): locked by the broker until ``deadline``; renewal due at ``renew_at``;
     ``live`` of them still held (an upper bound: a record the broker handed out again
-    under a newer lock is not taken off it)."""
+    under a newer lock is not taken off it). ``pending``: decisions of its records held
+    back until the rest of it is decided (see :class:`Partition`), by ack type."""
 
-    __slots__ = ("deadline", "live", "offsets", "renew_at")
+    __slots__ = ("deadline", "live", "offsets", "pending", "renew_at", "ripe_by")
 
     def __init__(self, sent_at: float, lock_timeout: float, offsets: list[int]) -> None:
         self.deadline = sent_at + lock_timeout
         self.renew_at = sent_at + lock_timeout / 2
         self.offsets = offsets
         self.live = len(offsets)
+        self.pending: dict[int, list[int]] | None = None
+        #: When ``pending`` goes out even though records of the lock are still held.
+        self.ripe_by = math.inf
 
 
 @dataclass
@@ -95,6 +108,8 @@ class Partition:
     #: The earliest lock deadline of the decided offsets not yet sent (inf: none): their
     #: acknowledgements must reach the broker before it.
     ack_by: float = math.inf
+    #: Locks whose ``pending`` decisions wait for the rest of the lock, oldest first.
+    unripe: deque[Lock] = field(default_factory=deque)
 
     @property
     def key(self) -> TopicPartition:
@@ -104,6 +119,33 @@ class Partition:
     def has_acks(self) -> bool:
         """Whether decided offsets wait to be sent."""
         return any(self.decided.values())
+
+    def ripen(self, now: float) -> float:
+        """Move the held-back decisions of locks that are fully decided, or whose
+        ``ripe_by`` came (``now=math.inf``: all of them), to ``decided``; when the next
+        held-back ones fall due (inf: none wait)."""
+        unripe = self.unripe
+        soonest = math.inf
+        for lock in list(unripe):
+            if lock.pending is None:
+                unripe.remove(lock)
+            elif lock.live <= 0 or lock.ripe_by <= now:
+                self.settle(lock)
+            elif lock.ripe_by < soonest:
+                soonest = lock.ripe_by
+        return soonest
+
+    def settle(self, lock: Lock) -> None:
+        """``lock``'s held-back decisions join ``decided``, to go with the next request."""
+        pending, lock.pending = lock.pending, None
+        if pending is None:
+            return
+        self.unripe.remove(lock)
+        decided = self.decided
+        for ack_type, offsets in pending.items():
+            decided[ack_type] += offsets
+        if lock.deadline < self.ack_by:
+            self.ack_by = lock.deadline
 
     def take_acks(self) -> AckRanges:
         """The decided offsets as ack ranges, and forget them (they are being sent)."""
@@ -195,13 +237,32 @@ class InFlight:
         self.count -= 1
         self.finished += 1
         lock.live -= 1
-        if time.monotonic() >= lock.deadline:
+        now = time.monotonic()
+        if now >= lock.deadline:
             part.counters.expired += 1  # the broker took it back: it will come again
             decided = False
+            if lock.live <= 0 and lock.pending is not None:
+                part.settle(lock)
+        elif lock.live > 0:
+            # Held back until the rest of its acquisition is decided: the broker keeps
+            # an acquired batch as one entry, which a partial acknowledgement splits
+            # into one per record (measured: several times the broker's work per record).
+            pending = lock.pending
+            if pending is None:
+                pending = lock.pending = {ack_type: [offset]}
+                lock.ripe_by = min(now + ACK_HOLD, lock.renew_at)
+                part.unripe.append(lock)
+            elif ack_type in pending:
+                pending[ack_type].append(offset)
+            else:
+                pending[ack_type] = [offset]
+            decided = True
         else:
             part.decided[ack_type].append(offset)
             if lock.deadline < part.ack_by:
                 part.ack_by = lock.deadline
+            if lock.pending is not None:
+                part.settle(lock)
             decided = True
         self._on_decided(part)
         return decided
@@ -216,6 +277,9 @@ class InFlight:
         part.locks.clear()
         for offsets in part.decided.values():
             offsets.clear()
+        for lock in part.unripe:
+            lock.pending = None
+        part.unripe.clear()
         part.ack_by = math.inf
         return dropped
 
@@ -242,6 +306,10 @@ class InFlight:
         lock.offsets = still
         lock.live = len(still)
         for offset in still:
+            old = held[offset]
+            old.live -= 1  # moved to the new lock: the old one may be all decided now
+            if old.live <= 0 and old.pending is not None:
+                part.settle(old)
             held[offset] = lock
         part.locks.append(lock)
         part.counters.renewed += len(still)

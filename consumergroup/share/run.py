@@ -78,6 +78,10 @@ _PACE_EVERY = 0.05
 #: Round trips of the handlers' work acquired ahead: the next fetch goes when a quarter
 #: of the limit is free (``broker.fetch_threshold``), so that three are still waiting.
 _AHEAD_ROUND_TRIPS = 4
+#: Records a worker handles in a row before it lets the event loop run: a handler that
+#: never awaits would otherwise keep the loop (and the broker session whose fetch is due)
+#: until every waiting record is handled, so no fetch would be in flight meanwhile.
+_YIELD_EVERY = 64
 #: A lock timeout to assume before the broker's first answer names one (Kafka's default).
 _DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -380,8 +384,13 @@ class ShareRun:
         decide = self.inflight.decide
         handler, session = self.handler, self.session
         loop = asyncio.get_running_loop()
+        streak = 0  # records handled since this worker last let the loop run
         while True:
+            if streak >= _YIELD_EVERY:
+                streak = 0
+                await asyncio.sleep(0)  # the broker sessions' turn: the next fetch goes
             if not ready:
+                streak = 0
                 waiter: asyncio.Future[None] = loop.create_future()
                 idle.append(waiter)
                 try:
@@ -393,6 +402,7 @@ class ShareRun:
                         self._waking = 0  # the woken one runs
                 continue
             record = ready.popleft()
+            streak += 1
             if ready:
                 self._wake_worker()  # the next record's worker, should this handler await
             self._busy += 1

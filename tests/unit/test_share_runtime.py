@@ -4,7 +4,9 @@ and their classes, settings, and the lazy import of the share package."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import subprocess
 import sys
 import time
@@ -12,12 +14,13 @@ import time
 import pytest
 
 import consumergroup as cg
+from consumergroup._lifecycle import cancel_and_wait
 from consumergroup.errors import CorruptMessageError
 from consumergroup.net.share import ACCEPT, GAP, REJECT, RELEASE
 from consumergroup.share.acks import fold, ranges
 from consumergroup.share.acquired import Acquired, acquired_records
 from consumergroup.share.broker import fetch_threshold
-from consumergroup.share.inflight import InFlight, Lock, Partition
+from consumergroup.share.inflight import ACK_HOLD, InFlight, Lock, Partition
 from consumergroup.share.record import AckType, ShareRecord, record_class
 from consumergroup.share.run import ShareRun
 from tests.unit.test_records import control_batch, recs, v2_batch
@@ -212,6 +215,74 @@ def test_a_record_handed_out_again_under_a_new_lock_is_one_entry() -> None:
     assert inflight.count == 1 and part.counters.redelivered == 1
     assert inflight.decide(TOPIC, 0, 1, ACCEPT)  # the newer lock decides
     assert inflight.count == 0
+
+
+def test_decisions_wait_for_the_rest_of_their_acquisition() -> None:
+    """The broker keeps an acquired batch as one entry; acknowledging part of it splits
+    the entry per record (several times the broker's CPU per record, measured): so the
+    decisions of one acquisition go out together, once all of it is decided."""
+    inflight, part, woken = ledger()
+    now = time.monotonic()
+    first, second = Lock(now, 30.0, [1, 2, 3]), Lock(now, 30.0, [4, 5])
+    inflight.deliver(part, [1, 2, 3], [], first, 0)
+    inflight.deliver(part, [4, 5], [], second, 0)
+    assert inflight.decide(TOPIC, 0, 1, ACCEPT) and inflight.decide(TOPIC, 0, 2, ACCEPT)
+    assert inflight.decide(TOPIC, 0, 4, RELEASE)
+    assert not part.has_acks() and inflight.count == 2 and len(woken) == 3  # room is back
+    assert part.ripen(now) == pytest.approx(now + ACK_HOLD, abs=0.5)  # ``second`` waits
+    assert inflight.decide(TOPIC, 0, 3, REJECT)  # ``first`` is all decided: it goes
+    assert part.take_acks() == [(1, 2, [ACCEPT]), (3, 3, [REJECT])]
+    assert part.ripen(second.ripe_by) == math.inf  # waited long enough: goes on its own
+    assert part.ack_by == second.deadline and part.take_acks() == [(4, 4, [RELEASE])]
+    assert not part.unripe
+
+
+def test_held_back_decisions_go_when_the_rest_is_renewed_dropped_or_the_member_closes() -> None:
+    inflight, part, _ = ledger()
+    now = time.monotonic()
+    lock = Lock(now, 30.0, [1, 2])
+    inflight.deliver(part, [1, 2], [], lock, 0)
+    inflight.decide(TOPIC, 0, 1, ACCEPT)
+    inflight.renewed(part, [2], Lock(now + 15, 30.0, []))  # 2 moves: ``lock`` is all decided
+    assert part.take_acks() == [(1, 1, [ACCEPT])]
+    inflight.deliver(part, [3, 4], [], Lock(now, 30.0, [3, 4]), 0)
+    inflight.decide(TOPIC, 0, 3, ACCEPT)
+    assert part.ripen(math.inf) == math.inf and part.take_acks() == [(3, 3, [ACCEPT])]  # close
+    inflight.deliver(part, [5, 6], [], Lock(now, 30.0, [5, 6]), 0)
+    inflight.decide(TOPIC, 0, 5, ACCEPT)
+    inflight.drop(part)  # fenced: the broker takes every record back
+    assert part.ripen(math.inf) == math.inf and not part.has_acks() and not part.unripe
+
+
+async def test_a_handler_that_never_awaits_lets_the_broker_session_run_meanwhile() -> None:
+    """A worker lets the event loop run every few records, so a fetch can be in flight
+    while handlers work through the records ahead (else none goes until all are handled)."""
+    run = share_run(concurrency=1, max_poll_records=1000)
+    handled: list[int] = []
+    done = asyncio.Event()
+
+    class Sync(cg.ShareGroupHandler):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            handled.append(record.offset)
+            if len(handled) == 500:
+                done.set()
+
+    run.handler = Sync()
+    part = run.inflight.partition(TOPIC, 0)
+    offsets = list(range(500))
+    records = [record_class(1)(TOPIC, 0, o, None, b"v", [], 0, 0) for o in offsets]
+    run.hand_out(part, Acquired(records, [], [], 0), Lock(time.monotonic(), 30.0, offsets))
+    seen: list[int] = []
+
+    async def session() -> None:
+        seen.append(len(handled))
+
+    worker = asyncio.create_task(run._worker())
+    looked = asyncio.create_task(session())
+    await looked
+    await asyncio.wait_for(done.wait(), 10)
+    await cancel_and_wait(worker)
+    assert seen and seen[0] < 100 and run.inflight.count == 0
 
 
 def share_run(concurrency: int, max_poll_records: int) -> ShareRun:
