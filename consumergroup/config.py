@@ -1133,7 +1133,10 @@ class ShareConfig(_Section):
             (Kafka ``max.poll.records``), so the next records wait for a free handler
             while the fetch after them is under way. Below it, the member acquires ahead
             what its handlers finish in about four fetch round trips (slow handlers:
-            hardly more than they run; the other members get the rest). Waiting records are
+            hardly more than they run; the other members get the rest). 5,000 (Java's
+            500 bounds one ``poll()``, not what its consumer buffers): handlers fast
+            enough to reach it finish it in milliseconds, and fewer ahead let them run
+            dry while the next ShareFetch is under way. Waiting records are
             under the broker's lock like running ones: renewed with them (``renew``),
             or released when half their lock is spent before a handler took them. 0:
             never hold a record no handler can start at once (a round trip per refill).
@@ -1143,7 +1146,10 @@ class ShareConfig(_Section):
             ``"batch_optimized"`` (Kafka's default: whole record batches, so an answer
             may bring up to a batch more per partition than asked for; far fewer round
             trips when producers write large batches). Brokers before 4.2 acquire whole
-            batches either way.
+            batches either way. ``"record_limit"`` stays the default for its bound, at
+            the broker's cost: splitting a batch into per-record state took Kafka 4.4
+            47-61 µs of CPU per record against 1.4-1.6 in whole batches (measured), so
+            many small fast records go several times faster with ``"batch_optimized"``.
         max_wait: Seconds the broker may hold a ShareFetch waiting for records (Kafka
             ``fetch.max.wait.ms``); shorter when a lock renewal falls due sooner.
         min_bytes: Bytes the broker should gather before answering (``fetch.min.bytes``).
@@ -1160,7 +1166,7 @@ class ShareConfig(_Section):
     """
 
     concurrency: int = 100
-    max_poll_records: int = 500
+    max_poll_records: int = 5000
     acquire_mode: str = "record_limit"
     max_wait: float = 0.5
     min_bytes: int = 1
@@ -1181,7 +1187,7 @@ class ShareConfig(_Section):
         _check_number(
             f"{path}.max_poll_records",
             self.max_poll_records,
-            "use e.g. 500, or 0 to acquire only what handlers can start at once",
+            "use e.g. 5000, or 0 to acquire only what handlers can start at once",
             low=0,
             high=_INT32_MAX,
             integer=True,

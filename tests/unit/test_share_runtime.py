@@ -354,7 +354,7 @@ def test_share_settings_are_checked() -> None:
     config.share.max_wait = 0
     with pytest.raises(cg.ConfigurationError, match=r"share\.max_wait"):
         config.validate()
-    assert config.share.max_poll_records == 500
+    assert config.share.max_poll_records == 5000
     for bad in (-1, 1.5, True):
         config = cg.Config()
         config.share.max_poll_records = bad  # type: ignore[assignment]
