@@ -787,7 +787,8 @@ class KafkaCluster(AsyncResource):
         command = self._java_command(java, "kafka.Kafka", str(node.properties))
         # The collector's pauses, wall-clock stamped (a benchmark lines them up with its
         # own slow records: bench.latency --broker-gc-log).
-        command.insert(1, f"-Xlog:gc:file={node.gc_log_path}:time,uptime")
+        # (Quoted: a ':' in the path would end the option's file name.)
+        command.insert(1, f'-Xlog:gc:file="{node.gc_log_path}":time,uptime')
         with node.log_path.open("ab") as log:
             node.proc = await asyncio.create_subprocess_exec(
                 *command,
