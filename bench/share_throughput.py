@@ -13,7 +13,7 @@ they have handled every record between them, implicit acknowledgement (a record 
 is accepted):
 
 * ``ours``: ``bench/peers/cg_share.py``, ``ShareGroup.run()`` at the default concurrency
-  (100) and ``max_poll_records`` (500), a handler that counts the record, and
+  (100) and ``max_poll_records`` (5,000), a handler that counts the record, and
   ``config.share.acquire_mode = "batch_optimized"`` (whole record batches, the Java
   client's default mode); ``ours100``: every setting at its default (strict
   ``record_limit`` acquisition);
