@@ -957,9 +957,14 @@ class ProducerConfig(_Section):
             delivery report, no retry; needs ``idempotent = False``). Java ``acks``.
         linger: Seconds a batch that is not full waits for more records before it is
             sent (Java ``linger.ms``, 5 ms in Kafka 4.0).
-        batch_size: Bytes of records per partition batch: a batch is sent once full
-            (Java ``batch.size``); also how long the uniform sticky partitioner stays
-            on one partition for records without a key.
+        batch_size: Bytes of records per partition batch at most: a batch is sent
+            once full, or once it waited ``linger`` (Java ``batch.size``); also how
+            long the uniform sticky partitioner stays on one partition for records
+            without a key. 1,000,000 (librdkafka's ``batch.size``, franz-go's batch
+            limit), not Java's 16384: this producer pays per batch and per request in
+            Python, so under load batches as large as ``linger`` lets them grow cost
+            about a third less CPU per record; a light load's batches stay small (they
+            go after ``linger``), and ``buffer_memory`` bounds memory as before.
         buffer_memory: Bytes of records queued and in flight at most; ``send()`` waits
             (up to ``max_block``) for room (Java ``buffer.memory``).
         max_block: Seconds ``send()`` waits for room in ``buffer_memory`` before it
@@ -988,7 +993,7 @@ class ProducerConfig(_Section):
 
     acks: ProducerAcks = "all"
     linger: float = 0.005
-    batch_size: int = 16384
+    batch_size: int = 1_000_000
     buffer_memory: int = 33554432
     max_block: float = 60.0
     compression: ProducerCompression = "none"
@@ -1021,7 +1026,7 @@ class ProducerConfig(_Section):
             f"{path}.linger", self.linger, "use e.g. 0.005", zero_ok=True, most=_LINGER_MOST
         )
         _check_int32(
-            f"{path}.batch_size", self.batch_size, "use e.g. 16384", low=1, unit=" (bytes)"
+            f"{path}.batch_size", self.batch_size, "use e.g. 1000000", low=1, unit=" (bytes)"
         )
         _check_number(
             f"{path}.buffer_memory",

@@ -417,7 +417,7 @@ async def test_a_batch_too_large_for_the_topic_is_split_and_a_record_too_large_f
     Apache Kafka only: Tansu takes the topic config but never refuses a batch by size
     (the same records are all written there), so the split cannot happen on it."""
     topic = await new_topic(partitions=2, configs={"max.message.bytes": "2048"})
-    config = producer_config(linger=0.2)  # batches of up to 16 KiB form
+    config = producer_config(linger=0.2)  # one batch of about 13 KB forms
     async with cg.Producer([bootstrap], config) as producer:
         first = [
             await producer.send(topic, b"%04d" % i + b"x" * 196, partition=0) for i in range(60)

@@ -160,9 +160,11 @@ def test_producer_config_is_checked(settings: dict[str, object], match: str) -> 
         _config(**settings).validate()
 
 
-def test_producer_config_defaults_are_javas() -> None:
+def test_producer_config_defaults_are_javas_but_batch_size() -> None:
+    # batch_size is librdkafka's (see ProducerConfig's docstring and
+    # test_a_full_default_batch_fits_one_request_and_the_brokers_limit).
     pc = cg.Config().producer
-    assert (pc.acks, pc.idempotent, pc.max_in_flight, pc.batch_size) == ("all", True, 5, 16384)
+    assert (pc.acks, pc.idempotent, pc.max_in_flight, pc.batch_size) == ("all", True, 5, 1_000_000)
     assert (pc.linger, pc.buffer_memory, pc.max_block, pc.delivery_timeout) == (
         0.005,
         32 * 1024 * 1024,
@@ -338,14 +340,18 @@ async def test_batch_completes_futures_in_c_and_python(
 
 
 def _offline_producer(
-    loop: asyncio.AbstractEventLoop, *, fast: bool, transactional_id: str | None = None
+    loop: asyncio.AbstractEventLoop,
+    *,
+    fast: bool,
+    transactional_id: str | None = None,
+    config: cg.Config | None = None,
 ) -> cg.Producer:
     """A producer opened on topic "t" of 8 partitions without a broker (what
     bench.produce_ir does): send() queues into batches that nothing sends."""
     from consumergroup.producer.producer import _no_fast, _Topic
 
     producer = cg.Producer(
-        ["127.0.0.1:9"], _config(batch_size=2000, transactional_id=transactional_id)
+        ["127.0.0.1:9"], config or _config(batch_size=2000, transactional_id=transactional_id)
     )
     producer._loop = loop
     producer._open = producer._acc.accepting = True
@@ -354,6 +360,25 @@ def _offline_producer(
     info.recheck_ms = 1 << 62
     producer._fast = producer._fast_path() if fast else _no_fast
     return producer
+
+
+async def test_a_full_default_batch_fits_one_request_and_the_brokers_limit() -> None:
+    # The default batch_size (1,000,000) is a batch's records at most, counted at their
+    # worst-case size: encoded with its header, a full batch stays under the default
+    # max_request_size and Kafka's default message.max.bytes (1048588), so it is neither
+    # split by the sender nor refused by a broker with default settings. Keyless records
+    # stay on one partition (the sticky partitioner follows batch_size) until it is full.
+    producer = _offline_producer(asyncio.get_running_loop(), fast=True, config=cg.Config())
+    value = b"v" * 100
+    sent = 0
+    while sum(len(q.queue) for q in producer._acc.partitions.values()) < 2:
+        await producer.send("t", value)
+        sent += 1
+    full = next(q.queue[0] for q in producer._acc.partitions.values() if q.queue)
+    assert len(full) == sent - 1 > 8000  # all but the last record, which started the next
+    assert 16384 < full.size <= 1_000_000 < full.size + 121
+    payload = full.encode(CODECS["none"], 1, 0, 0, False)
+    assert len(payload) <= min(cg.Config().producer.max_request_size, 1048588) - 100
 
 
 def _queued(producer: cg.Producer) -> list[tuple[int, bytes, list[int], int]]:
