@@ -53,9 +53,9 @@ from .protocol import (
     codec_versions,
     common_version,
     decode_response,
-    encode_request,
     features_of,
     prepare,
+    sized_request,
 )
 from .quirks import BrokerQuirks, detect_quirks
 
@@ -548,8 +548,7 @@ class BrokerConnection:
         assert self._protocol is not None and self._protocol.transport is not None
         cid = self._next_id
         self._next_id = (cid + 1) & 0x7FFFFFFF
-        data = encode_request(struct_, cid, self._config.client_id)
-        self._protocol.transport.write(_SIZE.pack(len(data)) + data)
+        self._protocol.transport.write(sized_request(struct_, cid, self._config.client_id))
         return cid
 
     async def _roundtrip(self, struct_: AnyRequestStruct, timeout: float) -> Frame:

@@ -68,13 +68,16 @@ class ProduceFrame:
         self.API_VERSION = version
         self.parts = parts
 
-    def frame(self, correlation_id: int, client_id: str) -> bytes:
-        """Request header + body, without the int32 size prefix."""
+    def frame(self, correlation_id: int, client_id: str, *, sized: bool = False) -> bytes:
+        """Request header + body (``sized``: after the int32 size prefix, in the same
+        join: the record batches, most of the request, are copied once, not twice)."""
         client = client_id.encode()
         header = _HEADER.pack(self.API_KEY, self.API_VERSION, correlation_id, len(client))
-        if self.API_VERSION >= _FLEXIBLE:
-            return b"".join((header, client, _NO_TAGS, *self.parts))
-        return b"".join((header, client, *self.parts))
+        head = (header, client, _NO_TAGS) if self.API_VERSION >= _FLEXIBLE else (header, client)
+        if not sized:
+            return b"".join((*head, *self.parts))
+        size = sum(map(len, head)) + sum(map(len, self.parts))
+        return b"".join((_I32.pack(size), *head, *self.parts))
 
     def __repr__(self) -> str:
         return f"<ProduceFrame v{self.API_VERSION}>"

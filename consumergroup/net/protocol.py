@@ -17,6 +17,7 @@ same way.
 from __future__ import annotations
 
 import functools
+import struct as _struct
 from io import BytesIO
 from typing import Any, TypeAlias
 
@@ -82,6 +83,7 @@ __all__ = [
     "features_of",
     "offset_fetch_topics",
     "prepare",
+    "sized_request",
 ]
 
 #: api_key -> (min_version, max_version) as advertised by a broker.
@@ -181,6 +183,18 @@ def encode_request(struct: AnyRequestStruct, correlation_id: int, client_id: str
     header = struct.build_request_header(correlation_id, client_id)
     data: bytes = header.encode() + struct.encode()
     return data
+
+
+_SIZE = _struct.Struct(">i")
+
+
+def sized_request(struct: AnyRequestStruct, correlation_id: int, client_id: str) -> bytes:
+    """What goes on the wire for one request: the int32 size, then :func:`encode_request`'s
+    bytes (a Produce request's joined with its size, so its batches are copied once)."""
+    if isinstance(struct, ProduceFrame):
+        return struct.frame(correlation_id, client_id, sized=True)
+    data = encode_request(struct, correlation_id, client_id)
+    return _SIZE.pack(len(data)) + data
 
 
 def decode_response(struct: AnyRequestStruct, payload: bytes | bytearray) -> Any:

@@ -21,7 +21,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 import consumergroup as cg
 from consumergroup.errors import CorruptMessageError, DeliveryTimeoutError
 from consumergroup.net.produce import ProduceRequest, decode_produce_response
-from consumergroup.net.protocol import encode_request, prepare
+from consumergroup.net.protocol import encode_request, prepare, sized_request
 from consumergroup.producer.batch import BATCH_OVERHEAD, CODECS, FastSend, ProducerBatch
 from consumergroup.producer.partitioner import StickyPartitioner, murmur2, murmur2_partition
 
@@ -69,6 +69,18 @@ def test_produce_request_encodes_as_aiokafkas(version: int) -> None:
     ours = prepare(ProduceRequest("txn", -1, 30000, topics), {0: (0, version)}, "b:1")
     theirs = AioProduceRequest("txn", -1, 30000, topics).prepare({0: (0, version)})
     assert encode_request(ours, 7, "cid") == encode_request(theirs, 7, "cid")
+    # On the wire: the size prefix joined with the request (one copy of the batches).
+    wire = encode_request(theirs, 7, "cid")
+    assert sized_request(ours, 7, "cid") == struct.pack(">i", len(wire)) + wire
+    assert sized_request(theirs, 7, "cid") == struct.pack(">i", len(wire)) + wire
+
+
+def test_produce_request_v9_and_up_on_the_wire_is_its_size_and_frame() -> None:
+    topics = [("t", [(0, bytearray(b"batch-0")), (3, memoryview(b"batch-3"))])]
+    frame = prepare(ProduceRequest(None, -1, 30000, topics), {0: (0, 11)}, "b:1")
+    assert frame.API_VERSION == 11
+    data = encode_request(frame, 9, "client")
+    assert sized_request(frame, 9, "client") == struct.pack(">i", len(data)) + data
 
 
 def test_produce_request_below_kip890_stays_below_v12() -> None:
@@ -295,6 +307,24 @@ def test_c_record_encoder_and_python_twin_agree() -> None:
         py_len = _py_append(py_buf, offset_delta, ts_delta, key, value, headers)
         assert (c_len, bytes(c_buf)) == (py_len, bytes(py_buf))
         assert c_len == len(c_buf) - 4
+
+
+def test_c_record_encoder_grows_a_batch_by_half_not_by_an_eighth() -> None:
+    # A megabyte batch of 100-byte records: the same bytes as the Python twin, in ~30
+    # allocations (bytearray's own growth, an eighth at a time, would take ~80, each a
+    # copy of the batch so far).
+    from consumergroup.producer.batch import _py_append
+
+    _cproduce = pytest.importorskip("consumergroup.producer._cproduce")
+    c_buf, py_buf = bytearray(BATCH_OVERHEAD), bytearray(BATCH_OVERHEAD)
+    allocations = set()
+    for i in range(9000):
+        _cproduce.append(c_buf, i, i, None, b"v" * 100, ())
+        _py_append(py_buf, i, i, None, b"v" * 100, ())
+        allocations.add(c_buf.__alloc__())
+    assert c_buf == py_buf
+    assert len(allocations) < 30
+    assert c_buf.__alloc__() <= 1.5 * len(c_buf) + 1
 
 
 def test_c_record_encoder_refuses_what_is_not_bytes() -> None:
