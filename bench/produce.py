@@ -12,7 +12,8 @@ least 1.0x), and CPU per record with the ratio to franz-go's.
 ``python -m bench.produce`` (an embedded Tansu broker; ``--broker kafka`` starts Apache
 Kafka, ``--bootstrap`` uses a running cluster); ``python -m bench --only produce`` runs
 it as a section of the whole benchmark. ``--peer cg`` runs one peer in this process
-(what the harness does per peer).
+(what the harness does per peer). ``--peers cg,cg16k,...`` adds ours with Java's
+``batch.size`` (16384) instead of our default (1,000,000), to show what the default buys.
 """
 
 from __future__ import annotations
@@ -42,10 +43,15 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def _cg(bootstrap: str, topic: str, n: int, value: bytes) -> dict[str, Any]:
+async def _cg(
+    bootstrap: str, topic: str, n: int, value: bytes, batch_size: int | None = None
+) -> dict[str, Any]:
     import consumergroup as cg
 
-    async with cg.Producer(bootstrap.split(","), cg.Config(client_id="bench-cg")) as producer:
+    config = cg.Config(client_id="bench-cg")
+    if batch_size is not None:
+        config.producer.batch_size = batch_size
+    async with cg.Producer(bootstrap.split(","), config) as producer:
         await producer.send_and_wait(topic, b"warm-up")
         send = producer.send
         t0, cpu0 = time.perf_counter(), _cpu()
@@ -109,6 +115,8 @@ def run_peer(peer: str, bootstrap: str, topic: str, n: int, size: int) -> dict[s
     value = b"v" * size
     if peer == "cg":
         return asyncio.run(_cg(bootstrap, topic, n, value))
+    if peer == "cg16k":
+        return asyncio.run(_cg(bootstrap, topic, n, value, batch_size=16384))
     if peer == "aiokafka":
         return asyncio.run(_aiokafka(bootstrap, topic, n, value))
     if peer == "confluent":
@@ -254,7 +262,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--peers", type=lambda s: s.split(","), default=list(PEERS))
     p.add_argument("--broker", choices=("tansu", "kafka"), default="tansu")
     p.add_argument("--bootstrap", help="a running cluster instead of --broker")
-    p.add_argument("--peer", choices=("cg", "aiokafka", "confluent"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--peer", choices=("cg", "cg16k", "aiokafka", "confluent"), help=argparse.SUPPRESS
+    )
     p.add_argument("--topic", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.peer:
