@@ -47,7 +47,7 @@ DOCS_CHECK  := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site
 # The script runs from a copy of the sources, built with the sanitizers.
 C_SANITIZED := PYTHON=$(CURDIR)/$(BIN)/python tests/c_sanitized.sh
 
-.PHONY: demo broker install test test-quick test-c-sanitized docs docs-check dist chaos lint \
+.PHONY: demo broker install test test-quick test-c-sanitized fuzz docs docs-check dist chaos lint \
 	typecheck bench clean
 
 # The demo's venv: the package and the embedded broker. It has its own pip, so
@@ -169,6 +169,13 @@ docs-check: $(STAMP)
 ## run on that build (a use-after-free is caught only there).
 test-c-sanitized: $(STAMP)
 	$(C_SANITIZED)
+
+## make fuzz: the property-based and fuzz tests with their full case counts (make test runs a
+## quarter of each, its sanitized C build a tenth: tests/fuzz.py), on the normal build and then
+## on the sanitized one.
+fuzz: $(STAMP)
+	CONSUMERGROUP_FUZZ=full $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit
+	CONSUMERGROUP_FUZZ=full $(C_SANITIZED)
 
 ## make dist: the sdist and a wheel in dist/, checked: `twine check --strict` (metadata, the
 ## README as PyPI renders it), the LICENSE in both, and on Linux the wheel's linux_x86_64 tag

@@ -29,6 +29,9 @@ done
 # of well-formed batches against the Python paths, and the streaming one against the
 # uncompressed batch (their time is the Python side's and the codecs'; the window mode of the C
 # decoders runs in test_inflate.py's other tests).
+# CONSUMERGROUP_FUZZ=sanitized: a tenth of each property test's full case count (tests/fuzz.py;
+# every C call is ~20 times slower here); `make fuzz` runs this with the full counts.
+export CONSUMERGROUP_FUZZ="${CONSUMERGROUP_FUZZ:-sanitized}"
 LD_PRELOAD=$(gcc -print-file-name=libasan.so) PYTHONMALLOC=malloc \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$python" -m pytest -q -p no:cacheprovider --durations=5 \

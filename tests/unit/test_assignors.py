@@ -34,13 +34,14 @@ from consumergroup.balance.sticky import (
     decode_sticky_user_data,
     encode_sticky_user_data,
 )
+from tests.fuzz import examples
 
 Members = dict[str, MemberSubscription]
 Partitions = dict[str, list[int]]
 Plan = dict[str, dict[str, list[int]]]
 
 ASSIGNORS: list[BalanceStrategy] = [RangeAssignor(), RoundRobinAssignor(), StickyAssignor()]
-FAST = settings(max_examples=100, deadline=None)
+FAST = settings(max_examples=examples(100), deadline=None)
 
 
 def subs(**topics: list[str]) -> Members:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumergroup.balance import MemberAssignment, MemberSubscription
+from tests.fuzz import examples
 
 # --- hand-rolled classic encoding, independent of the code under test ---------------------------
 
@@ -116,13 +117,13 @@ subscriptions = st.builds(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(subscriptions)
 def test_subscription_round_trip_any_version(sub: MemberSubscription) -> None:
     assert MemberSubscription.decode(sub.encode()) == at_version(sub, sub.version)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(topic_names, max_size=5), st.none() | st.binary(max_size=20))
 def test_subscription_v0_byte_compatible_with_aiokafka(
     topics: list[str], user_data: bytes | None
@@ -188,7 +189,7 @@ def test_malformed_subscription_raises_value_error(raw: bytes, message: str) -> 
     assert message in str(info.value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(max_size=64))
 def test_arbitrary_bytes_decode_or_raise_value_error(raw: bytes) -> None:
     # Any other exception type escapes and fails the test; what decodes must re-encode stably.
@@ -233,13 +234,13 @@ def test_assignment_matches_hand_built_bytes(version: int) -> None:
     assert MemberAssignment.decode(raw) == assignment
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(assignments)
 def test_assignment_round_trip(assignment: MemberAssignment) -> None:
     assert MemberAssignment.decode(assignment.encode()) == assignment
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.dictionaries(topic_names, st.lists(int32s, max_size=5), max_size=4),
     st.none() | st.binary(max_size=20),

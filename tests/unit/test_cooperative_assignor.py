@@ -24,12 +24,13 @@ from consumergroup.balance.cooperative import (
 )
 from consumergroup.balance.sticky import PreviousAssignment, encode_sticky_user_data
 from consumergroup.group.membership import Membership
+from tests.fuzz import examples
 
 from .test_assignors import assert_valid, groups, load, minimal_moves, pairs
 
 Owned = dict[str, set[tuple[str, int]]]
 Plan = dict[str, dict[str, list[int]]]
-FAST = settings(max_examples=150, deadline=None)
+FAST = settings(max_examples=examples(150), deadline=None)
 
 
 def by_topic(owned: set[tuple[str, int]]) -> dict[str, list[int]]:

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from consumergroup.consumer import records as records_module
 from consumergroup.errors import CorruptMessageError
 from consumergroup.message import ConsumerMessage, RecordHeader
+from tests.fuzz import examples
 from tests.unit.test_records import (
     GZIP,
     LZ4,
@@ -143,7 +144,7 @@ RECORD_FIELDS = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     contents=st.lists(RECORD_FIELDS, min_size=1, max_size=12),
     codec=st.sampled_from(CODECS),
@@ -373,7 +374,7 @@ RANDOM_INPUT = {
 }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(**RANDOM_INPUT, limit=st.integers(min_value=0, max_value=4))
 def test_random_bytes_never_crash_or_hang(body: bytes, count: int, limit: int, start: int) -> None:
     """Resuming until the record index reaches ``count`` always ends (each call advances

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from consumergroup.consumer import _pyrecords
 from consumergroup.consumer import records as records_module
 from consumergroup.errors import CorruptMessageError
+from tests.fuzz import examples
 from tests.unit.test_crecords import (
     ANY_DELTA,
     PARTITION,
@@ -53,7 +54,7 @@ def _run(args: list[str], code: str | None = None) -> subprocess.CompletedProces
 
 @pytest.mark.parametrize("path", ["v2-python", "legacy", "control"])
 def test_fuzzed_record_sets_are_corrupt_never_a_crash(path: str) -> None:
-    done = _run(["-m", "tests.unit.decode_fuzz", path, "200"])
+    done = _run(["-m", "tests.unit.decode_fuzz", path, str(examples(200))])
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout}{done.stderr[-3000:]}"
 
 
@@ -127,7 +128,7 @@ def _outcome(decode: records_module.DecodeV2, args: tuple[Any, ...]) -> Any:
         return out, "ValueError"
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(
     records=st.lists(
         st.tuples(

@@ -23,6 +23,7 @@ from consumergroup.errors import CorruptMessageError
 from consumergroup.net.fetch import decode_fetch_response
 from consumergroup.net.protocol import FetchRequest, decode_response, prepare
 from tests import fetch_v12_wire
+from tests.fuzz import examples
 
 VERSIONS = range(1, 12)
 _i16 = st.integers(-(2**15), 2**15 - 1)
@@ -97,7 +98,7 @@ def plain(resp: Any) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_same_values_as_aiokafka(version: int, data: st.DataObject) -> None:
     payload = frame(version, data.draw(responses(version)))
@@ -107,7 +108,7 @@ def test_same_values_as_aiokafka(version: int, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_corrupt_frames_raise_a_typed_error(version: int, data: st.DataObject) -> None:
     payload = bytearray(frame(version, data.draw(responses(version))))
@@ -205,7 +206,7 @@ def v12_plain(resp: Any) -> tuple[Any, ...]:
     return (resp.throttle_time_ms, resp.error_code, resp.session_id, topics)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fields=v12_responses(), unknown_tag=st.booleans())
 def test_v12_decodes_what_was_encoded(fields: tuple[Any, ...], unknown_tag: bool) -> None:
     payload = fetch_v12_wire.encode_response(7, *fields, unknown_tag=unknown_tag)
@@ -214,7 +215,7 @@ def test_v12_decodes_what_was_encoded(fields: tuple[Any, ...], unknown_tag: bool
     assert v12_plain(resp) == fields
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fields=v12_responses(), data=st.data())
 def test_v12_corrupt_frames_decode_or_raise_a_typed_error(
     fields: tuple[Any, ...], data: st.DataObject

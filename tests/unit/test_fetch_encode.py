@@ -21,6 +21,7 @@ from consumergroup.errors import UnsupportedVersionError
 from consumergroup.net.fetch import FetchFrame, FetchRequest
 from consumergroup.net.protocol import encode_request, prepare
 from tests import fetch_v12_wire
+from tests.fuzz import examples
 
 _i32 = st.integers(-(2**31), 2**31 - 1)
 _i64 = st.integers(-(2**63), 2**63 - 1)
@@ -52,7 +53,7 @@ def aiokafka_body(version: int, request: FetchRequest) -> bytes:
 
 
 @pytest.mark.parametrize("version", range(1, 12))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     wait=_i32,
     min_bytes=_i32,
@@ -89,7 +90,7 @@ def test_same_bytes_as_aiokafka(
     assert request.build(version).body == aiokafka_body(version, request)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     wait=_i32,
     topics=st.lists(

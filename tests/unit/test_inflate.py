@@ -29,6 +29,7 @@ from consumergroup.consumer.inflate import DEFAULT_BOUNDS, Bounds
 from consumergroup.errors import ConsumerError, CorruptMessageError, MessageTooLargeError
 from consumergroup.message import ConsumerMessage
 from tests import bombs
+from tests.fuzz import examples
 from tests.unit.test_records import LZ4, NONE, SNAPPY, ZSTD, Rec, c_decoder, legacy_set, readers
 
 __all__ = ["readers"]  # a fixture, used by name
@@ -83,7 +84,9 @@ _recs = st.lists(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     recs=_recs,

@@ -26,6 +26,7 @@ from consumergroup.balance import (
     StickyAssignor,
 )
 from consumergroup.balance.strategy import Plan, Racks, use_rack_aware
+from tests.fuzz import examples
 
 RACKS = ["a", "b", "c", "d", "e", "f"]
 
@@ -591,7 +592,7 @@ def test_a_partition_no_member_can_align_stays_with_its_owner(assignor: BalanceS
     assert plan == {"consumer0": {"t": [0, 2]}, "consumer1": {"t": [1, 3]}}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.integers(1, 5),
     st.lists(st.integers(1, 8), min_size=1, max_size=4),

@@ -34,6 +34,7 @@ from consumergroup.message import (
     ConsumerMessage,
     RecordHeader,
 )
+from tests.fuzz import examples
 
 TOPIC = "orders"
 PARTITION = 3
@@ -499,7 +500,7 @@ _record = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     batches=st.lists(
         st.tuples(st.lists(_record, min_size=1, max_size=8), st.sampled_from([NONE, GZIP, LZ4])),

@@ -28,6 +28,7 @@ from consumergroup.errors import ConsumerError, CorruptMessageError  # noqa: E40
 from consumergroup.integrations._spark_arrow import BatchBuilder, arrow_schema  # noqa: E402
 from consumergroup.message import RecordHeader  # noqa: E402
 from tests import bombs  # noqa: E402
+from tests.fuzz import examples, full, mode  # noqa: E402
 from tests.unit.test_crecords import (  # noqa: E402
     ANY_DELTA,
     CODECS,
@@ -159,7 +160,7 @@ _batch = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(_batch, min_size=1, max_size=4),
     base=st.integers(min_value=0, max_value=2**40),
@@ -318,10 +319,15 @@ def test_truncated_at_every_byte_is_corrupt() -> None:
 def test_every_byte_overwritten_is_fine_or_corrupt() -> None:
     batch = _sample_batch()
     body = batch[61:]
+    # Every position; three of the five values unless fuzzing (make fuzz): zero, a varint's
+    # continuation bit, and both (negative lengths, runaway varints). On the sanitized
+    # build (each build() ~20 times slower) one batch size, a flush in mid-batch.
+    values = (0x00, 0x01, 0x7F, 0x80, 0xFF) if full() else (0x00, 0x80, 0xFF)
+    sizes = (2,) if mode() == "sanitized" else (1, 2, 100)
     for i in range(len(body)):
-        for byte in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+        for byte in values:
             data = _guard.place(_reframe(batch, body[:i] + bytes([byte]) + body[i + 1 :]))
-            for rows in (1, 2, 100):
+            for rows in sizes:
                 with column_decoder(True):
                     try:
                         build(data, 0, 10, True, rows=rows)
@@ -329,7 +335,7 @@ def test_every_byte_overwritten_is_fine_or_corrupt() -> None:
                         assert "cannot decode" in str(exc)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(**RANDOM_INPUT, limit=st.integers(min_value=1, max_value=4), include_headers=st.booleans())
 def test_random_bytes_never_crash_or_hang(
     body: bytes, count: int, limit: int, start: int, include_headers: bool
