@@ -19,11 +19,12 @@ offset + 1 instead of the log end.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
+from ._dataclass import dataclass
 from ._lifecycle import AsyncResource
 from .balance.protocol import MemberAssignment, MemberSubscription
 from .client import Client, PartitionMetadata

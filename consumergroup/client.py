@@ -22,9 +22,9 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ._dataclass import dataclass
 from ._lifecycle import AsyncResource, cancel_and_wait
 from .config import Config
 from .errors import (

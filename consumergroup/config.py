@@ -14,9 +14,10 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import TYPE_CHECKING, Literal, NoReturn, TypeAlias, get_args
 
+from ._dataclass import dataclass
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .._dataclass import dataclass
 
 SUBSCRIPTION_MAX_VERSION = 3
 """Highest ConsumerProtocolSubscription version this module knows the fields of."""

@@ -52,8 +52,8 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
+from consumergroup._dataclass import dataclass
 from consumergroup.balance.protocol import MemberSubscription, WireReader, WireWriter
 from consumergroup.balance.strategy import (
     Plan,

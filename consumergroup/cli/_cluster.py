@@ -45,12 +45,13 @@ import os
 import re
 import ssl
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from .._dataclass import dataclass
 from .._lifecycle import AsyncResource
 from ..admin import ClusterAdmin
 from ..config import Config, SASLConfig

@@ -14,7 +14,8 @@ UTF-8 is tried first, and a file that is not UTF-8 is read as ISO-8859-1, as Jav
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .._dataclass import dataclass
 
 _WHITE = " \t\f"
 _SEPARATORS = "=:"

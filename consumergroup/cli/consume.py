@@ -22,11 +22,11 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 
 import click
 from click.core import ParameterSource
 
+from .._dataclass import dataclass
 from .._lifecycle import cancel_and_wait
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST, Config
 from ..consumer import Consumer, PartitionConsumer

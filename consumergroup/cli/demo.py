@@ -8,10 +8,11 @@ import sys
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import click
 
+from .._dataclass import dataclass
 from .._lifecycle import cancel_and_wait
 from ..client import Client
 from ..config import OFFSET_OLDEST, Config

@@ -24,9 +24,9 @@ The rules follow Kafka's ``FetchSessionHandler``:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._dataclass import dataclass
 from ..errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
 
 if TYPE_CHECKING:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import cramjam
 
+from .._dataclass import dataclass
 from . import _pyrecords
 
 if TYPE_CHECKING:

@@ -18,13 +18,13 @@ import logging
 import struct
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
 
 from consumergroup.errors import ConsumerError, CorruptMessageError, MessageTooLargeError
 from consumergroup.message import ConsumerMessage
 
+from .._dataclass import dataclass
 from . import _pyrecords
 from ._native import load_extension
 from .inflate import DEFAULT_BOUNDS, Bounds, RecordWindow, open_stream, read_bounded

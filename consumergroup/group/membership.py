@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from .._dataclass import dataclass
 from ..balance.protocol import MemberAssignment, MemberSubscription
 from ..errors import (
     ConsumerGroupError,

@@ -24,9 +24,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from .._dataclass import dataclass
 from ..consumer._native import load_extension
 from ..errors import (
     ConsumerGroupError,
@@ -54,6 +54,8 @@ T = TypeVar("T")
 _PURPOSE = "offsets"
 #: Receives every OffsetCommit round trip: (latency in seconds, error or None).
 CommitObserver = Callable[[float, BaseException | None], None]
+
+
 class NextEpoch(Protocol):
     """Waits for the member's next epoch (a heartbeat's answer); False when there is none.
     ``final``: for the session's final commit (the heartbeat outlives the session's end)."""

@@ -56,13 +56,14 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import FrameType, MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import anyio.abc
 
+from .._dataclass import dataclass
 from .._otel import ClaimTracing
 from ..consumer.partition import PartitionConsumer
 from ..errors import (

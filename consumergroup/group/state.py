@@ -15,8 +15,9 @@ State machine (see docs/architecture.md)::
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from .._dataclass import dataclass
 from ..consumer._native import c_extensions_in_use
 
 TopicPartition = tuple[str, int]

@@ -18,9 +18,9 @@ import importlib.util
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._dataclass import dataclass
 from .._lifecycle import cancel_and_wait
 from ..errors import ConfigurationError
 from ..group.consumer_group import ConsumerGroup

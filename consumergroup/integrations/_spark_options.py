@@ -15,9 +15,10 @@ import logging
 import re
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from .._dataclass import dataclass
 from ..config import Config
 from ..errors import ConfigurationError
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
+from .._dataclass import dataclass
 from ..client import Client
 from ..config import OFFSET_NEWEST, OFFSET_OLDEST
 from ..consumer.positions import resolve_offsets

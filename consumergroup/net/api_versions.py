@@ -13,7 +13,7 @@ read the error, so the header is the one every version shares.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from io import BytesIO
 from typing import Any
 
@@ -25,6 +25,7 @@ from aiokafka.protocol.admin import (
 from aiokafka.protocol.api import Request, RequestStruct, ResponseHeader_v0
 from aiokafka.protocol.types import Int16, Int32, Int64, Schema
 
+from .._dataclass import dataclass
 from .flexible import STR, request_version, struct, tagged
 
 __all__ = ["ApiVersionsRequest", "Features", "features_of"]

@@ -40,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
+from .._dataclass import dataclass
 from ..errors import ConsumerGroupError
 from .protocol import VersionRanges
 

@@ -57,9 +57,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._dataclass import dataclass
 from ..client import Client
 from ..config import ProducerConfig
 from ..errors import (

@@ -21,9 +21,10 @@ A :class:`~consumergroup.admin.ClusterAdmin` that also speaks the share-group ad
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from .._dataclass import dataclass
 from ..admin import ClusterAdmin, TopicPartition
 from ..errors import (
     GroupIdNotFoundError,

@@ -17,10 +17,11 @@ import contextvars
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import anyio
 
+from .._dataclass import dataclass
 from .._lifecycle import AsyncResource, single_error
 from ..client import Client
 from ..config import Config

@@ -37,8 +37,9 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from .._dataclass import dataclass
 from ..net.share import ACCEPT, GAP, REJECT, RELEASE
 from .acks import AckRanges, fold
 
