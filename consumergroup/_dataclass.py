@@ -14,8 +14,8 @@ go to the standard library unchanged. mypy sees the standard library's ``datacla
 from __future__ import annotations
 
 import dataclasses
+from _thread import get_ident
 from operator import attrgetter
-from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["dataclass"]

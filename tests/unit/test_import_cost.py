@@ -20,6 +20,7 @@ import pytest
 IMPORT_ALLOWS = {
     "consumergroup",
     "consumergroup._aiokafka",
+    "consumergroup._dataclass",
     "consumergroup._lazy",
     "consumergroup.config",
     "consumergroup.errors",
