@@ -24,8 +24,6 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-import cramjam
-
 from .._dataclass import dataclass
 from . import _pyrecords
 
@@ -181,9 +179,14 @@ class _Snappy:
     block) or one raw block. A block is inflated whole (snappy can copy from anywhere
     before in its block), after its declared size is checked."""
 
-    __slots__ = ("_data", "_out", "_raw", "_used")
+    __slots__ = ("_data", "_out", "_raw", "_snappy", "_used")
 
     def __init__(self, data: memoryview) -> None:
+        # Imported by the first snappy batch: a consumer of uncompressed, gzip, lz4 or
+        # zstd batches never loads cramjam (a start-up cost of every consumer otherwise).
+        import cramjam
+
+        self._snappy = cramjam.snappy
         self._raw = not (len(data) >= _XERIAL_HEADER and data[:8] == _XERIAL_MAGIC)
         self._data = data if self._raw else data[_XERIAL_HEADER:]
         self._out = memoryview(b"")
@@ -209,10 +212,10 @@ class _Snappy:
             block = self._next_block()
             if block is None:
                 return b""
-            size = cramjam.snappy.decompress_raw_len(block)
+            size = self._snappy.decompress_raw_len(block)
             if size > _SNAPPY_MAX_RATIO * len(block):
                 raise ValueError(f"a snappy block of {len(block)} bytes declares {size}: corrupt")
-            self._out = memoryview(cramjam.snappy.decompress_raw(block))
+            self._out = memoryview(self._snappy.decompress_raw(block))
             self._used = 0
         piece = self._out[self._used : self._used + n]
         self._used += len(piece)

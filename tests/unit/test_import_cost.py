@@ -73,6 +73,9 @@ AIOKAFKA_CLIENTS = (
 #: 31 % without, for a CRC function a consumer needs only with ``consumer.fetch.check_crcs``.
 CONSUMER_PATH_AIOKAFKA_DENIES = ("aiokafka.record", "aiokafka.util", "packaging", "async_timeout")
 
+#: Codec libraries a consumer loads with the first batch that needs them (cramjam: snappy).
+CONSUMER_PATH_CODEC_DENIES = ("cramjam",)
+
 #: Our modules that a consumer (``ConsumerGroup``, ``Consumer``, ``Client``) never needs.
 CONSUMER_PATH_DENIES = (
     "consumergroup.admin",
@@ -139,6 +142,7 @@ def test_consumer_path_loads_aiokafka_codecs_only() -> None:
     assert _under(modules, CONSUMER_PATH_AIOKAFKA_DENIES) == []
     assert loaded["aiokafka_init_ran"] is False
     assert _under(modules, CONSUMER_PATH_DENIES) == []
+    assert _under(modules, CONSUMER_PATH_CODEC_DENIES) == []
 
 
 @pytest.mark.parametrize("argv", [["--help"], [], ["--version"]])
