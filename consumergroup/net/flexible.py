@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import uuid
 from io import BytesIO
 from typing import Any
 
@@ -97,6 +96,8 @@ NULL_TOPIC_ID = Uuid.decode(BytesIO(bytes(16)))
 
 def new_uuid() -> str:
     """A random uuid in Kafka's text form (a KIP-848 member id)."""
+    import uuid  # here: its import (platform) is ~10 M instructions of every start-up
+
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 

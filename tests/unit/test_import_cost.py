@@ -73,8 +73,9 @@ AIOKAFKA_CLIENTS = (
 #: 31 % without, for a CRC function a consumer needs only with ``consumer.fetch.check_crcs``.
 CONSUMER_PATH_AIOKAFKA_DENIES = ("aiokafka.record", "aiokafka.util", "packaging", "async_timeout")
 
-#: Codec libraries a consumer loads with the first batch that needs them (cramjam: snappy).
-CONSUMER_PATH_CODEC_DENIES = ("cramjam",)
+#: Loaded by the first use that needs them, not by a consumer's start-up: cramjam (the
+#: first snappy batch), uuid (a KIP-848 member id; it imports platform, ~10 M instructions).
+CONSUMER_PATH_LAZY_DENIES = ("cramjam", "uuid")
 
 #: Our modules that a consumer (``ConsumerGroup``, ``Consumer``, ``Client``) never needs.
 CONSUMER_PATH_DENIES = (
@@ -142,7 +143,7 @@ def test_consumer_path_loads_aiokafka_codecs_only() -> None:
     assert _under(modules, CONSUMER_PATH_AIOKAFKA_DENIES) == []
     assert loaded["aiokafka_init_ran"] is False
     assert _under(modules, CONSUMER_PATH_DENIES) == []
-    assert _under(modules, CONSUMER_PATH_CODEC_DENIES) == []
+    assert _under(modules, CONSUMER_PATH_LAZY_DENIES) == []
 
 
 @pytest.mark.parametrize("argv", [["--help"], [], ["--version"]])
