@@ -230,6 +230,12 @@ class Sender:
         taken: _Taken = []
         topics: dict[str, list[tuple[int, bytearray]]] = {}
         for q, batch in ready:
+            # Sized before it is encoded (its records' bytes: compression only shrinks
+            # them): a batch left for the next request takes no sequence and no header
+            # yet, so one still open (ready by linger) may take more records meanwhile.
+            payload = batch.payload
+            if taken and len(batch.buffer if payload is None else payload) > budget:
+                continue  # the next request takes it
             if batch.sequence < 0 and idempotent:
                 batch.sequence = q.next_sequence
                 q.next_sequence = (q.next_sequence + len(batch)) & _SEQUENCE_MASK
@@ -240,8 +246,6 @@ class Sender:
                 batch.sequence,
                 self._txn is not None,
             )
-            if taken and len(payload) > budget:
-                continue  # the next request takes it
             budget -= len(payload)
             batch.attempts += 1
             q.in_flight += 1
