@@ -265,6 +265,32 @@ untrack(PyObject *module, PyObject *obj)
     return Py_NewRef(obj);
 }
 
+PyDoc_STRVAR(trim_doc,
+"trim(buf)\n"
+"\n"
+"Give back what the bytearray `buf` holds beyond its size (the room append() grew it by),\n"
+"in place: a closed batch then holds its bytes only. Left as it is while `buf` is viewed.");
+
+static PyObject *
+trim(PyObject *module, PyObject *buf)
+{
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "trim() needs a bytearray");
+        return NULL;
+    }
+    PyByteArrayObject *b = (PyByteArrayObject *)buf;
+    Py_ssize_t size = Py_SIZE(b);
+    if (b->ob_exports == 0 && b->ob_start == b->ob_bytes && b->ob_alloc > size + 1) {
+        /* bytearray's own allocator; shrinking in place moves nothing */
+        char *bytes = PyObject_Realloc(b->ob_bytes, (size_t)size + 1);
+        if (bytes != NULL) {
+            b->ob_bytes = b->ob_start = bytes;
+            b->ob_alloc = size + 1;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(complete_doc,
 "complete(futures, timestamps, topic, partition, base_offset, append_time)\n"
 "\n"
@@ -805,6 +831,7 @@ static PyMethodDef methods[] = {
     {"complete", (PyCFunction)(void (*)(void))complete, METH_FASTCALL, complete_doc},
     {"track", (PyCFunction)track_all, METH_O, track_doc},
     {"untrack", (PyCFunction)untrack, METH_O, untrack_doc},
+    {"trim", (PyCFunction)trim, METH_O, trim_doc},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL, bind_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -116,17 +116,34 @@ def _py_untrack(container: _T) -> _T:
     return container
 
 
+def _py_trim(buf: bytearray) -> None:
+    """The Python twin of ``_cproduce.trim``: bytearray's own growth leaves little room."""
+
+
 def _load() -> tuple[
-    Callable[..., int], Callable[..., None], Callable[..., None], Callable[[_T], _T], Any
+    Callable[..., int],
+    Callable[..., None],
+    Callable[..., None],
+    Callable[[_T], _T],
+    Callable[[bytearray], None],
+    Any,
 ]:
     module: Any = load_extension("_cproduce", "consumergroup.producer")
+    pure = _py_append, _py_complete, _py_track, _py_untrack, _py_trim, None
     if module is None:
-        return _py_append, _py_complete, _py_track, _py_untrack, None
+        return pure
     try:
         module.bind(RecordMetadata, asyncio.InvalidStateError)
     except TypeError:  # RecordMetadata changed shape: the Python twin still knows it
-        return _py_append, _py_complete, _py_track, _py_untrack, None
-    return module.append, module.complete, module.track, module.untrack, module.FastSend
+        return pure
+    return (
+        module.append,
+        module.complete,
+        module.track,
+        module.untrack,
+        module.trim,
+        module.FastSend,
+    )
 
 
 #: ``append_record(buf, offset_delta, timestamp_delta, key, value, headers) -> bytes
@@ -134,8 +151,10 @@ def _load() -> tuple[
 #: ``send()``'s per-record path in C (the producer builds one at start), None without
 #: the extension. ``_track``: gives a batch's futures back to the garbage collector,
 #: which FastSend keeps them from while they are queued; ``_untrack(list)``: the
-#: collector stops walking that list (and returns it).
-append_record, _complete, _track, _untrack, FastSend = _load()
+#: collector stops walking that list (and returns it); ``_trim(buffer)``: gives back the
+#: room the encoder grew a batch's buffer by (it grows it by half when full), once the
+#: batch is closed, so only open batches hold room beyond their records.
+append_record, _complete, _track, _untrack, _trim, FastSend = _load()
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Sequence[RecordHeader]) -> int:
@@ -250,6 +269,7 @@ class ProducerBatch:
         wanted = (producer_id, epoch, sequence)
         if payload is None:
             payload = self.buffer
+            _trim(payload)
             attributes = _TRANSACTIONAL if transactional else 0
             if compression:
                 records = bytes(memoryview(payload)[BATCH_OVERHEAD:])

@@ -327,6 +327,22 @@ def test_c_record_encoder_grows_a_batch_by_half_not_by_an_eighth() -> None:
     assert c_buf.__alloc__() <= 1.5 * len(c_buf) + 1
 
 
+@pytest.mark.skipif(FastSend is None, reason="the C extension is not built")
+def test_a_batch_gives_back_its_room_once_encoded() -> None:
+    # Grown by half, an open batch may hold up to half again its records; once the
+    # sender encodes (closes) it, it holds its bytes only: what is queued and in flight
+    # is its records, which buffer_memory counts.
+    loop = asyncio.new_event_loop()
+    batch = ProducerBatch("t", 0, loop, 0)
+    for i in range(3000):
+        batch.append(i, None, b"v" * 100, (), loop.create_future())
+    assert batch.buffer.__alloc__() > len(batch.buffer) + 1000
+    payload = batch.encode(CODECS["none"], 1, 0, 0, False)
+    loop.close()
+    assert payload.__alloc__() == len(payload) + 1
+    assert len(list(DefaultRecordBatch(bytes(payload)))) == 3000
+
+
 def test_c_record_encoder_refuses_what_is_not_bytes() -> None:
     _cproduce = pytest.importorskip("consumergroup.producer._cproduce")
     buf = bytearray()
@@ -522,3 +538,46 @@ async def test_a_cut_transactions_batches_take_no_record_of_the_next(fast: bool)
     assert (acc.appending, acc.sending) == (1, 0)
     assert list(acc.pending()) == [first]
     assert txn.sealed and txn.joined == {("t", 1)}
+
+
+async def test_a_batch_left_for_the_next_request_takes_no_sequence_and_stays_open() -> None:
+    # The sender fills a request up to max_request_size; a ready batch that does not fit
+    # waits for the next one. It used to be encoded (header, CRC) and given its sequence
+    # range first: a batch still open to appends (ready by linger) then took more records
+    # whose bytes went out after the header's count, outside its sequence range, and the
+    # broker's answer gave them offsets of other records.
+    loop = asyncio.get_running_loop()
+    config = _config(batch_size=2000, max_request_size=2000)
+    producer = _offline_producer(loop, fast=True, config=config)
+    producer._identity.producer_id, producer._identity.epoch = 7, 0
+    sender = producer._sender
+    requests: list[Any] = []
+
+    async def no_broker(node: int, request: Any, taken: Any) -> None:
+        requests.append(taken)
+
+    sender._request = no_broker  # type: ignore[method-assign]
+    for partition, count in ((0, 20), (1, 14)):  # ~1,220 and ~870 bytes encoded
+        for _ in range(count):
+            await producer.send("t", b"v" * 50, partition=partition)
+    acc = producer._acc
+    ready = [(q, q.queue[0]) for q in (acc.partitions[("t", 0)], acc.partitions[("t", 1)])]
+    ready[0][1].size = ready[1][1].size = 2000  # both full: ready
+    sender._send(0, ready)
+    await asyncio.sleep(0)
+    (taken,) = requests
+    assert [q.partition for q, _ in taken] == [0]
+    left = ready[1][1]
+    assert left.sequence == -1 and left.payload is None and left.attempts == 0
+    assert acc.partitions[("t", 1)].next_sequence == 0
+    left.size = 0  # room again: the open batch takes more records
+    await producer.send("t", b"w" * 50, partition=1)
+    assert len(left) == 15
+    sender._send(0, [(acc.partitions[("t", 1)], left)])
+    await asyncio.sleep(0)
+    payload = left.payload
+    assert payload is not None
+    records = DefaultRecordBatch(bytes(payload))
+    assert (records.base_sequence, records.next_offset - records.base_offset) == (0, 15)
+    assert len(list(records)) == 15
+    assert acc.partitions[("t", 1)].next_sequence == 15
