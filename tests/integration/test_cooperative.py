@@ -407,20 +407,25 @@ async def test_a_member_whose_rejoins_keep_failing_is_lost_within_its_session(
     answered, as it does when heartbeats fail: a join in flight is no sign of life."""
     topic = await new_topic(partitions=4)
     group = unique()
-    config = cooperative_config()
+    # A 5 s rebalance timeout (not group_config's 10 s) for all three: the coordinator
+    # drops a's join, and a's own deadline for a join in flight comes, 5 s sooner each.
+    # Without the fix a never lets go however short the timeouts: a join in flight
+    # counted as a sign of life.
+    fast = {"consumer__group__rebalance__timeout": 5.0}
+    config = cooperative_config(**fast)
     config.net.read_timeout = 3.0
     port = int(bootstrap.rsplit(":", 1)[1])
     a, b, c = Tracker("a"), Tracker("b"), Tracker("c")
     async with (
         CoordinatorGoneProxy(port) as proxy,
         running_member(proxy.address, group, [topic], a, config),
-        running_member(bootstrap, group, [topic], b, cooperative_config()),
+        running_member(bootstrap, group, [topic], b, cooperative_config(**fast)),
     ):
         await wait_for(lambda: [len(a.owned_now()), len(b.owned_now())] == [2, 2], 60, "2/2")
         kept = a.owned_now()
         # Its joins go unanswered from now on; a third member makes the group rebalance.
         proxy.swallow = frozenset({11})
-        async with running_member(bootstrap, group, [topic], c, cooperative_config()):
+        async with running_member(bootstrap, group, [topic], c, cooperative_config(**fast)):
             await wait_for(lambda: proxy.swallowed[11] > 0, 60, "a's rejoin")
             proxy.swallow = COORDINATOR_APIS  # and the rest of its coordinator traffic
             silent = asyncio.get_running_loop().time()
