@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import struct as _struct
 from io import BytesIO
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.admin import (
@@ -33,6 +33,7 @@ from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
+from .. import _lazy
 from ..errors import UnsupportedVersionError
 from .api_versions import ApiVersionsRequest, Features, features_of
 from .fetch import FETCH_VERSIONS, FetchFrame, FetchRequest, decode_fetch_response
@@ -173,6 +174,7 @@ def codec_versions() -> VersionRanges:
     for builder in _BUILDERS:
         versions = [cls.API_VERSION for cls in builder._CLASSES]
         out[builder.API_KEY] = (min(versions), max(versions))
+    out.update(_LAZY_VERSIONS)
     return out
 
 
@@ -310,17 +312,71 @@ __all__ += [
     "ListGroupsRequest",
 ]
 
-# ------------------------------------------------------------- share groups (share/)
+# ---------------------------------- share groups (share/) and producer APIs (producer/)
+# Their codecs (net/share.py, net/txn.py: ~14 M instructions at import) load with the first
+# use of a name below (module __getattr__), not with every consumer; so their versions are
+# written here and codec_versions() imports nothing (a unit test holds them equal to the
+# codecs' classes).
 
-from .share import (  # noqa: E402
-    AlterShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsRequest,
-    ShareAcknowledgeRequest,
-    ShareFetchRequest,
-    ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest,
-)
+if TYPE_CHECKING:
+    from .share import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
+    from .share import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
+    from .share import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
+    from .share import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+    from .share import ShareFetchRequest as ShareFetchRequest
+    from .share import ShareGroupDescribeRequest as ShareGroupDescribeRequest
+    from .share import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
+    from .txn import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
+    from .txn import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
+    from .txn import EndTxnRequest as EndTxnRequest
+    from .txn import InitProducerIdRequest as InitProducerIdRequest
+    from .txn import TxnOffsetCommitRequest as TxnOffsetCommitRequest
+
+#: Name -> (module, attribute) of the builders loaded on first use.
+_LAZY: dict[str, tuple[str, str]] = {
+    name: (f"{__package__}.{module}", name)
+    for module, names in (
+        (
+            "share",
+            (
+                "ShareGroupHeartbeatRequest",
+                "ShareGroupDescribeRequest",
+                "ShareFetchRequest",
+                "ShareAcknowledgeRequest",
+                "DescribeShareGroupOffsetsRequest",
+                "AlterShareGroupOffsetsRequest",
+                "DeleteShareGroupOffsetsRequest",
+            ),
+        ),
+        (
+            "txn",
+            (
+                "InitProducerIdRequest",
+                "AddPartitionsToTxnRequest",
+                "AddOffsetsToTxnRequest",
+                "EndTxnRequest",
+                "TxnOffsetCommitRequest",
+            ),
+        ),
+    )
+    for name in names
+}
+#: Their (min, max) codec versions, by api key.
+_LAZY_VERSIONS: VersionRanges = {
+    76: (1, 1),
+    77: (1, 1),
+    78: (1, 2),
+    79: (1, 2),
+    90: (0, 1),
+    91: (0, 0),
+    92: (0, 0),
+    22: (0, 5),
+    24: (0, 3),
+    25: (0, 4),
+    26: (0, 5),
+    28: (0, 5),
+}
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY)
 
 API_NAMES.update(
     {
@@ -331,39 +387,6 @@ API_NAMES.update(
         90: "DescribeShareGroupOffsets",
         91: "AlterShareGroupOffsets",
         92: "DeleteShareGroupOffsets",
-    }
-)
-_BUILDERS += (
-    ShareGroupHeartbeatRequest,
-    ShareGroupDescribeRequest,
-    ShareFetchRequest,
-    ShareAcknowledgeRequest,
-    DescribeShareGroupOffsetsRequest,
-    AlterShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsRequest,
-)
-__all__ += [
-    "AlterShareGroupOffsetsRequest",
-    "DeleteShareGroupOffsetsRequest",
-    "DescribeShareGroupOffsetsRequest",
-    "ShareAcknowledgeRequest",
-    "ShareFetchRequest",
-    "ShareGroupDescribeRequest",
-    "ShareGroupHeartbeatRequest",
-]
-
-# ------------------------------------------------------- producer APIs (producer/ package)
-
-from .txn import (  # noqa: E402
-    AddOffsetsToTxnRequest,
-    AddPartitionsToTxnRequest,
-    EndTxnRequest,
-    InitProducerIdRequest,
-    TxnOffsetCommitRequest,
-)
-
-API_NAMES.update(
-    {
         22: "InitProducerId",
         24: "AddPartitionsToTxn",
         25: "AddOffsetsToTxn",
@@ -371,17 +394,4 @@ API_NAMES.update(
         28: "TxnOffsetCommit",
     }
 )
-_BUILDERS += (
-    InitProducerIdRequest,
-    AddPartitionsToTxnRequest,
-    AddOffsetsToTxnRequest,
-    EndTxnRequest,
-    TxnOffsetCommitRequest,
-)
-__all__ += [
-    "AddOffsetsToTxnRequest",
-    "AddPartitionsToTxnRequest",
-    "EndTxnRequest",
-    "InitProducerIdRequest",
-    "TxnOffsetCommitRequest",
-]
+__all__ += sorted(_LAZY)

@@ -83,6 +83,8 @@ CONSUMER_PATH_DENIES = (
     "consumergroup.cli",
     "consumergroup.integrations",
     "consumergroup.metrics",
+    "consumergroup.net.share",
+    "consumergroup.net.txn",
     "consumergroup.net.kerberos",
     "consumergroup.oauth",
     "consumergroup.producer",

@@ -95,3 +95,18 @@ def test_decode_response_skips_the_header() -> None:
     decoded = decode_response(MetadataRequest_v1(["t"]), payload)
     assert decoded.to_object()["topics"][0]["topic"] == "t"
     assert decoded.controller_id == 1
+
+
+def test_lazy_codecs_versions_are_their_classes() -> None:
+    """The share-group and transaction builders load on first use; the versions
+    ``codec_versions()`` gives for them without importing them are the classes' own."""
+    from consumergroup.net import protocol
+
+    keys = set()
+    for name in protocol._LAZY:
+        builder = getattr(protocol, name)
+        versions = [cls.API_VERSION for cls in builder._CLASSES]
+        assert protocol._LAZY_VERSIONS[builder.API_KEY] == (min(versions), max(versions)), name
+        assert name in protocol.__all__
+        keys.add(builder.API_KEY)
+    assert keys == set(protocol._LAZY_VERSIONS)
