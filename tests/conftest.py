@@ -89,11 +89,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Before the Spark tests: bytecode in pyspark's zip (see tests/spark_bytecode.py)."""
+    """Before the Spark tests: bytecode in pyspark's zip (see tests/spark_bytecode.py) and
+    the JVM settings of every Spark process they start (tests/spark_jvm.py)."""
     if any(item.get_closest_marker("spark") for item in session.items):
+        from tests import spark_jvm
         from tests.spark_bytecode import compile_pyspark_zip
 
         compile_pyspark_zip()
+        spark_jvm.configure()
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.slow,
+    # One worker starts the local session; the cluster's tests run beside it (-m spark -n 2).
+    pytest.mark.xdist_group("spark-local"),
     pytest.mark.skipif(not importlib.util.find_spec("pyspark"), reason="needs the [spark] extra"),
 ]
 
@@ -346,6 +348,12 @@ async def _query_process(log: Path, *args: str) -> asyncio.subprocess.Process:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.kafka_only(
+    "what is tested is Spark's checkpoint (the offsets of the batches planned, the file "
+    "sink's log) taken over by a new driver: the broker only serves reads at offsets, which "
+    "the other tests here run on both brokers; Apache Kafka is what users run (a driver JVM "
+    "of its own: ~1 min)"
+)
 async def test_driver_killed_mid_query_restarts_from_the_checkpoint_without_loss_or_duplicate(
     spark: SparkSession, bootstrap: str, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
