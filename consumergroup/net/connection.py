@@ -315,6 +315,7 @@ class BrokerConnection:
     ) -> BrokerConnection:
         """Connect, negotiate API versions and authenticate, within ``net.dial_timeout``."""
         conn = cls(host, port, config, node_id)
+        authenticating = False
         try:
             async with asyncio.timeout(config.net.dial_timeout):
                 await conn._connect()
@@ -329,9 +330,19 @@ class BrokerConnection:
                         ) from None
                     raise
                 if config.net.sasl.enable:
+                    authenticating = True
                     await conn._authenticate()
         except TimeoutError:
             conn.abort()
+            if authenticating:
+                # The broker answered: what ran out is SASL (a token provider's first
+                # call, which may import a signer or ask an identity provider, included).
+                raise KafkaConnectionError(
+                    f"SASL {config.net.sasl.mechanism} authentication with {conn.address} did "
+                    f"not finish within net.dial_timeout={config.net.dial_timeout}s (the "
+                    "token provider's or Kerberos' own calls count against it): raise "
+                    "net.dial_timeout, or check the identity provider and the broker's log"
+                ) from None
             if conn._silent():
                 raise conn._silent_listener(config.net.dial_timeout) from None
             raise KafkaConnectionError(

@@ -231,6 +231,16 @@ class Member:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
 
+    async def handles_sigterm(self, bound: float = 60.0) -> None:
+        """Wait until the process has its SIGTERM handler (it writes the ``ready`` mark):
+        on a loaded machine a member may still be importing seconds after it started, and
+        a SIGTERM then kills it the default way, without close() or a status."""
+        deadline = time.monotonic() + bound
+        while self.alive and not self.path("status.ready").exists():
+            if time.monotonic() > deadline:
+                return  # the leave that follows reports the member as it finds it
+            await asyncio.sleep(0.05)
+
     def ended(self, killed: bool = False) -> None:
         """The current incarnation is gone (killed, or exited)."""
         if self.life is not None and self.life.ended is None:
@@ -684,6 +694,7 @@ class ChaosRun:
         if m.frozen:
             m.frozen = False
             m.signal(signal.SIGCONT)
+        await m.handles_sigterm()
         m.signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(m.proc.wait(), CLOSE_BOUND + 15.0)

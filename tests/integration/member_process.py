@@ -113,6 +113,8 @@ async def supervised(args: argparse.Namespace, sink: TextIO) -> dict[str, Any]:
     loop.set_exception_handler(lambda _loop, ctx: loop_errors.append(_describe(ctx)))
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    # From here a SIGTERM means close(): the driver waits for this mark before one.
+    os.close(os.open(args.status + ".ready", os.O_CREAT | os.O_WRONLY, 0o644))
     status: dict[str, Any] = {"pid": os.getpid(), "run_error": None, "close_error": None}
     make_config = consumer_protocol_config if args.protocol == "consumer" else group_config
     config = make_config(net__dial_timeout=2.0, net__read_timeout=args.net_timeout)

@@ -347,6 +347,8 @@ async def test_an_msk_iam_token_arrives_as_an_oauthbearer_token(
     provider = cg.MSKIAMTokenProvider(region="eu-west-1")
     script = KafkaSasl("OAUTHBEARER")
     config = sasl_config("OAUTHBEARER", token_provider=provider)
+    # The first call imports botocore (1.5 s on a quiet machine, over 5 s at load 16).
+    config.net.dial_timeout = 60.0
     async with ScriptedBroker(script=script, versions=dict(SASL_VERSIONS)) as fake:
         conn = await BrokerConnection.open(*split(fake.address), config)
         await conn.close()
@@ -373,6 +375,27 @@ async def test_an_msk_iam_token_arrives_as_an_oauthbearer_token(
     _, lifetime = await provider()
     assert 800 < lifetime <= 900
     assert provider.fetches == 1  # cached, not signed again
+
+
+async def test_a_token_provider_slower_than_the_dial_timeout_is_named_in_the_error() -> None:
+    """The broker answered at once; the provider took too long. The error says SASL ran
+    out of time and what to raise, not that the broker may be down."""
+
+    async def slow() -> tuple[str, float]:
+        await asyncio.sleep(5.0)
+        return "unused", 60.0
+
+    config = sasl_config("OAUTHBEARER", token_provider=slow)
+    config.net.dial_timeout = 0.5
+    async with ScriptedBroker(
+        script=KafkaSasl("OAUTHBEARER"), versions=dict(SASL_VERSIONS)
+    ) as fake:
+        with pytest.raises(KafkaConnectionError) as caught:
+            await BrokerConnection.open(*split(fake.address), config)
+    message = str(caught.value)
+    assert "SASL OAUTHBEARER authentication with" in message
+    assert "token provider" in message and "raise net.dial_timeout" in message
+    assert "broker is up" not in message
 
 
 async def test_msk_iam_without_credentials_is_a_clear_error(
