@@ -1138,7 +1138,8 @@ class ShareConfig(_Section):
         max_poll_records: The most records a member acquires ahead of its handlers
             (Kafka ``max.poll.records``), so the next records wait for a free handler
             while the fetch after them is under way. Below it, the member acquires ahead
-            what its handlers finish in about four fetch round trips (slow handlers:
+            what its handlers finish in about four fetch round trips (the slowest of
+            recent ones; slow handlers:
             hardly more than they run; the other members get the rest). 5,000 (Java's
             500 bounds one ``poll()``, not what its consumer buffers): handlers fast
             enough to reach it finish it in milliseconds, and fewer ahead let them run

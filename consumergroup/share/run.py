@@ -78,6 +78,14 @@ _PACE_EVERY = 0.05
 #: Round trips of the handlers' work acquired ahead: the next fetch goes when a quarter
 #: of the limit is free (``broker.fetch_threshold``), so that three are still waiting.
 _AHEAD_ROUND_TRIPS = 4
+#: Fetch round trips whose longest sizes ``ahead``: one may take several times the last
+#: (record-limit acquisition costs the broker per record asked; a loaded machine), and a
+#: window sized on a short one ran the handlers dry. The pace is the last look's alone:
+#: handlers that slow down must not keep a window their records would go stale in.
+_AHEAD_LOOKS = 8
+#: Seconds of the handlers' work acquired ahead at least, whatever the round trips were:
+#: one took 84-215 ms after a run of 12 ms ones (a loaded machine, the broker's pauses).
+_AHEAD_FLOOR = 0.2
 #: Records a worker handles in a row before it lets the event loop run: a handler that
 #: never awaits would otherwise keep the loop (and the broker session whose fetch is due)
 #: until every waiting record is handled, so no fetch would be in flight meanwhile.
@@ -112,6 +120,8 @@ class ShareRun:
         #: Records acquired ahead of the handlers (see :meth:`paced`), at most
         #: ``max_poll_records``; broker sessions read it, :meth:`paced` sets it.
         self.ahead = 0  # until the handlers' pace is known
+        # The round trips of the last looks: ``ahead`` is sized on the longest.
+        self._round_trips: deque[float] = deque(maxlen=_AHEAD_LOOKS)
         self._paced_at = time.monotonic()
         self._paced_finished = 0
         self._membership = membership
@@ -164,12 +174,15 @@ class ShareRun:
 
     def paced(self, round_trip: float) -> None:
         """A ShareFetch that acquired records took ``round_trip`` seconds: from now on,
-        acquire ahead what the handlers finish in :data:`_AHEAD_ROUND_TRIPS` such round
-        trips at their pace since the last look (at most ``max_poll_records``). Enough
-        that the next records are there when handlers free up; not more, since records
-        waiting longer would be better off with another member (and their locks run
-        meanwhile). Handlers idle for want of records finish fewer, so the window grows
-        from a small one, by up to that factor per look."""
+        acquire ahead what the handlers finish at their pace since the last look in
+        :data:`_AHEAD_ROUND_TRIPS` round trips as long as the longest of the last
+        :data:`_AHEAD_LOOKS` (:data:`_AHEAD_FLOOR` at least; at most ``max_poll_records``
+        records). Enough that the next records are there when handlers free up, though
+        round trips vary from one fetch to the next (sized on the last one alone, the
+        window shrank after a quick one and the next, slower one ran the handlers dry);
+        not more, since records waiting longer would be better off with another member
+        (and their locks run meanwhile). Handlers idle for want of records finish fewer,
+        so the window grows from a small one, by up to that factor per look."""
         now = time.monotonic()
         elapsed = now - self._paced_at
         if elapsed < _PACE_EVERY:
@@ -177,7 +190,9 @@ class ShareRun:
         finished = self.inflight.finished
         rate = (finished - self._paced_finished) / elapsed
         self._paced_at, self._paced_finished = now, finished
-        ahead = math.ceil(_AHEAD_ROUND_TRIPS * rate * round_trip)
+        round_trips = self._round_trips
+        round_trips.append(round_trip)
+        ahead = math.ceil(rate * max(_AHEAD_ROUND_TRIPS * max(round_trips), _AHEAD_FLOOR))
         self.ahead = min(self.config.share.max_poll_records, ahead)
 
     def reserve(self, records: int) -> None:

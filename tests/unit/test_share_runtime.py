@@ -22,7 +22,7 @@ from consumergroup.share.acquired import Acquired, acquired_records
 from consumergroup.share.broker import fetch_threshold
 from consumergroup.share.inflight import ACK_HOLD, InFlight, Lock, Partition
 from consumergroup.share.record import AckType, ShareRecord, record_class
-from consumergroup.share.run import ShareRun
+from consumergroup.share.run import _AHEAD_FLOOR, _AHEAD_LOOKS, ShareRun
 from tests.unit.test_records import control_batch, recs, v2_batch
 
 TOPIC = "jobs"
@@ -322,6 +322,40 @@ def test_records_ahead_follow_the_handlers_pace_within_max_poll_records() -> Non
     run.inflight.finished += 1000
     run.paced(0.05)  # looked at 50 ms ago at most: too soon to judge
     assert run.ahead == 0
+
+
+def test_one_quick_round_trip_does_not_shrink_the_records_ahead() -> None:
+    """A window sized on the last round trip alone shrank after a quick one, and the next,
+    slower one (record-limit fetches cost the broker per record; a loaded machine) ran the
+    handlers dry: 10 ms handlers idle 7-8 % of the time for want of records."""
+    run = share_run(concurrency=100, max_poll_records=5000)
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished = 9000  # 9,000 records/s
+    run.paced(0.1)  # four round trips of 100 ms
+    assert run.ahead == 3600
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished += 9000
+    run.paced(0.01)  # one quick round trip: the slow ones may come again
+    assert run.ahead == 3600 and run.limit == 3700
+    for _ in range(_AHEAD_LOOKS - 1):  # shorter ones only, for a while: the window shrinks
+        run._paced_at = time.monotonic() - 1.0
+        run.inflight.finished += 9000
+        run.paced(0.08)
+    assert run.ahead == 2880
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished += 100  # the handlers slowed down: at once
+    run.paced(0.08)
+    assert run.ahead == 32
+
+
+def test_records_ahead_cover_a_round_trip_far_slower_than_the_recent_ones() -> None:
+    """After a run of 12 ms round trips, one of 84-215 ms (a loaded machine, a broker's
+    pause) ran 10 ms handlers dry: what is ahead covers _AHEAD_FLOOR of their work."""
+    run = share_run(concurrency=100, max_poll_records=5000)
+    run._paced_at = time.monotonic() - 1.0
+    run.inflight.finished = 9000  # 9,000 records/s
+    run.paced(0.012)  # four round trips of 12 ms would be 432 records
+    assert run.ahead == math.ceil(9000 * _AHEAD_FLOOR) == 1800
 
 
 def test_without_renewal_waiting_records_go_back_at_half_their_lock() -> None:
