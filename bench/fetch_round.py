@@ -60,7 +60,9 @@ async def main(partitions: int, version: int, rounds: int) -> None:
     from consumergroup.net.fetch import FetchRequest, decode_fetch_response
 
     config = cg.Config()
-    bc = BrokerConsumer(0, Client(["127.0.0.1:9"], config), config, lambda *_: None, print)
+    bc = BrokerConsumer(
+        0, Client(["127.0.0.1:9"], config), config, lambda *_: None, print, relocate=print
+    )
     pcs = []
     for p in range(partitions):
         pc = PartitionConsumer(TOPIC, p, 500, buffer_size=256, fetch_size=1 << 20, on_close=print)
