@@ -2,17 +2,17 @@
 
 How long a record takes from its producer to a consumer's loop body, at a steady rate.
 
-* **Producer**: one neutral producer for every peer, confluent-kafka (librdkafka; it runs
-  on both brokers, franz-go does not run on Tansu) in a process of its own, ``linger.ms=0``
-  (so the producer adds no batching delay of its own) and one request in flight
-  (``max.in.flight.requests.per.connection=1``), librdkafka's defaults otherwise.
-  It writes ``--rate`` records/s (1,000, 10,000, 100,000), round robin over the
-  partitions, in 1 ms ticks, each record's value starting with its send time
-  (``CLOCK_MONOTONIC`` ns, read for that record just before it is handed to
-  ``produce()``), then ``--size`` bytes in all. It reports the records it sent inside
-  the measurement window, how far it ever fell behind its schedule, and the *write
-  latency* of one record in :data:`ACK_SAMPLE` (send time to its acknowledgement, as the
-  producer sees it): the part of every peer's figure that no consumer controls.
+* **Producer**: one neutral producer for every peer, in a process of its own, ``linger``
+  0 (so the producer adds no batching delay of its own) and one request in flight:
+  ``--producer cg`` (the default: ``consumergroup.Producer``; it runs on both brokers) or
+  ``confluent`` (librdkafka; the default until the third quiet reruns). It writes
+  ``--rate`` records/s (1,000, 10,000, 100,000), round robin over the partitions, in
+  1 ms ticks, each record's value starting with its send time (``CLOCK_MONOTONIC`` ns,
+  read for that record just before it is handed to the client), then ``--size`` bytes in
+  all. It reports the records it sent inside the measurement window, how far it ever fell
+  behind its schedule, and the *write latency* of one record in :data:`ACK_SAMPLE` (send
+  time to its acknowledgement, as the producer sees it): the part of every peer's figure
+  that no consumer controls.
 
   Why one request in flight: with librdkafka's default (1,000,000) and ``linger.ms=0``
   every record left in a ProduceRequest of its own, ~1 request a record. A broker serves
@@ -20,7 +20,19 @@ How long a record takes from its producer to a consumer's loop body, at a steady
   machine the requests queued on the producer's connection (12,000 awaiting an answer,
   round trip growing to 8 s) and every consumer's latency grew through the window by
   seconds. With one request in flight, the records produced while it is out go together
-  in the next one: a record waits for at most one round trip.
+  in the next one.
+  Why not librdkafka: it puts one partition in a ProduceRequest (librdkafka issue
+  #1700), so with one request in flight over 8 partitions a record waits for up to 8
+  round trips in turn, not one: at 5,000 records/s that is ~1,000 requests a second
+  back to back (the broker's request log: one partition each, 0.6 ms of broker time at
+  the median), ~0.55 of a core of the test broker for the producer alone, and the chain
+  stalls whenever any of its threads waits for a CPU. Every peer's maximum was then the
+  same 149-418 ms (the stall check's failure in the third quiet reruns), all of it in the
+  write. ``consumergroup.Producer`` sends every partition's pending records in one request,
+  so a record waits for at most one round trip and the broker does ~40 % less work for
+  the producer (under load 15-34 on the shared machine, interleaved, 6 runs each of
+  10 s at 5,000/s, producer alone: write max median 64 ms against 180 ms, p99 43 against
+  128 ms; broker CPU 3.4-4.4 s against 4.7-7.4 s a run).
   And why one clock read a record: the send time used to be read once per 32 records,
   which at 1,000 records/s aged a record by up to 31 ms (~16 ms at the median) before it
   was sent.
@@ -75,7 +87,7 @@ import sys
 import time
 import uuid
 from array import array
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +110,73 @@ STALL_LIMIT_MS = 250.0
 TICK_S = 0.001
 #: One record in this many gets a delivery report: its write latency is sampled.
 ACK_SAMPLE = 16
+#: The neutral producers (``--producer``), each with ``linger`` 0 and one request in
+#: flight: ``cg`` (``consumergroup.Producer``: one ProduceRequest carries every partition's
+#: records) and ``confluent`` (librdkafka: one partition per ProduceRequest).
+PRODUCERS = {
+    "cg": "consumergroup Producer",
+    "confluent": "confluent-kafka",
+}
+#: The default: its one request a round trip keeps the write path short (module docstring).
+PRODUCER = "cg"
 
 
 # ---------------------------------------------------------------------------- producer
+
+
+class _Schedule:
+    """The producer's schedule, whichever client writes: ``rate`` records/s from now for
+    ``seconds``, the window after ``warmup``, the sampled write latencies.
+
+    Owned by the producer process's one thread (the event loop's, for ``cg``)."""
+
+    def __init__(self, rate: int, seconds: float, warmup: float) -> None:
+        self.rate = rate
+        self.t0 = time.monotonic_ns()
+        self.end = self.t0 + int(seconds * 1e9)
+        self.w0, self.w1 = self.t0 + int(warmup * 1e9), self.end
+        self.per_ns = rate / 1e9
+        self.sent = self.in_window = 0
+        self.worst_lag = 0.0
+        self.acks = array("q")  # write latency (ns) of the sampled records sent in the window
+
+    def due(self) -> int:
+        """Records due by now but not sent (0 once the run is over: then ``done``)."""
+        now = time.monotonic_ns()
+        if now >= self.end:
+            return 0
+        due = int((now - self.t0) * self.per_ns)
+        self.worst_lag = max(self.worst_lag, (due - self.sent) / self.rate)
+        return due - self.sent
+
+    def done(self) -> bool:
+        return time.monotonic_ns() >= self.end
+
+    def count(self, stamp: int) -> None:
+        """One record sent, stamped ``stamp``."""
+        self.sent += 1
+        self.in_window += self.w0 <= stamp < self.w1
+
+    def acked(self, stamp: int) -> None:
+        """The sampled record stamped ``stamp`` was acknowledged now."""
+        if self.w0 <= stamp < self.w1:
+            self.acks.append(time.monotonic_ns() - stamp)
+
+    def pause(self) -> float:
+        """Seconds to sleep before the next record is due (at most one tick)."""
+        wait = (self.t0 + (self.sent + 1) / self.per_ns - time.monotonic_ns()) / 1e9
+        return min(max(wait, 0.0), TICK_S)
+
+    def result(self, unsent: int) -> dict[str, Any]:
+        return {
+            "sent": self.sent,
+            "in_window": self.in_window,
+            "t0": self.t0,
+            "window": [self.w0, self.w1],
+            "worst_lag_ms": self.worst_lag * 1000,
+            "unsent": unsent,
+            "write": percentiles(self.acks),
+        }
 
 
 def produce(
@@ -111,8 +187,58 @@ def produce(
     seconds: float,
     warmup: float,
     size: int,
+    writer: str = PRODUCER,
 ) -> dict[str, Any]:
-    """The producer process: ``rate`` records/s for ``seconds``; what it sent in the window."""
+    """The producer process: ``rate`` records/s for ``seconds`` with ``writer`` (see
+    :data:`PRODUCERS`); what it sent in the window."""
+
+    def schedule() -> _Schedule:  # called once the writer is ready: its set-up is not lag
+        return _Schedule(rate, seconds, warmup)
+
+    args = (bootstrap, topic, partitions, schedule, bytes(max(0, size - 8)))
+    if writer == "cg":
+        return asyncio.run(_produce_cg(*args))
+    return _produce_confluent(*args)
+
+
+async def _produce_cg(
+    bootstrap: str, topic: str, partitions: int, schedule: Callable[[], _Schedule], pad: bytes
+) -> dict[str, Any]:
+    import consumergroup as cg
+
+    config = cg.Config(client_id="bench-latency")
+    config.producer.linger = 0.0
+    config.producer.max_in_flight = 1
+    now_ns = time.monotonic_ns
+
+    def sampled(stamp: int) -> Any:
+        def acked(fut: asyncio.Future[Any]) -> None:
+            if not fut.cancelled() and fut.exception() is None:
+                run.acked(stamp)
+
+        return acked
+
+    async with cg.Producer(bootstrap.split(","), config) as producer:
+        await producer.partitions(topic)  # its metadata, before the clock starts
+        send = producer.send
+        run = schedule()
+        while not run.done():
+            for _ in range(run.due()):
+                now = now_ns()
+                fut = await send(
+                    topic, now.to_bytes(8, "big") + pad, partition=run.sent % partitions
+                )
+                if not run.sent % ACK_SAMPLE:
+                    fut.add_done_callback(sampled(now))
+                run.count(now)
+            await asyncio.sleep(run.pause())
+        await producer.flush()
+    return run.result(0)
+
+
+def _produce_confluent(
+    bootstrap: str, topic: str, partitions: int, schedule: Callable[[], _Schedule], pad: bytes
+) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -123,53 +249,33 @@ def produce(
             "max.in.flight.requests.per.connection": 1,
         }
     )
-    pad = bytes(max(0, size - 8))
     now_ns = time.monotonic_ns
-    t0 = now_ns()
-    end = t0 + int(seconds * 1e9)
-    w0, w1 = t0 + int(warmup * 1e9), end
-    per_ns = rate / 1e9
-    sent = in_window = 0
-    worst_lag = 0.0
-    acks = array("q")  # write latency (ns) of the sampled records sent in the window
+    run = schedule()
 
     def acked(err: Any, msg: Any) -> None:
-        stamp = int.from_bytes(msg.value()[:8], "big")
-        if err is None and w0 <= stamp < w1:
-            acks.append(now_ns() - stamp)
+        if err is None:
+            run.acked(int.from_bytes(msg.value()[:8], "big"))
 
-    while True:
-        now = now_ns()
-        if now >= end:
-            break
-        due = int((now - t0) * per_ns)
-        worst_lag = max(worst_lag, (due - sent) / rate)
-        while sent < due:
+    while not run.done():
+        due = run.due()
+        while due > 0:
             now = now_ns()
             value = now.to_bytes(8, "big") + pad
             try:
-                if sent % ACK_SAMPLE:
-                    producer.produce(topic, value, partition=sent % partitions)
+                if run.sent % ACK_SAMPLE:
+                    producer.produce(topic, value, partition=run.sent % partitions)
                 else:
-                    producer.produce(topic, value, partition=sent % partitions, on_delivery=acked)
+                    producer.produce(
+                        topic, value, partition=run.sent % partitions, on_delivery=acked
+                    )
             except BufferError:  # librdkafka's queue is full: serve it, then retry
                 producer.poll(0.01)
                 continue
-            sent += 1
-            in_window += w0 <= now < w1
+            run.count(now)
+            due -= 1
         producer.poll(0)
-        wait = (t0 + (sent + 1) / per_ns - now_ns()) / 1e9
-        time.sleep(min(max(wait, 0.0), TICK_S) if wait > 0 else 0)
-    left = producer.flush(30)
-    return {
-        "sent": sent,
-        "in_window": in_window,
-        "t0": t0,
-        "window": [w0, w1],
-        "worst_lag_ms": worst_lag * 1000,
-        "unsent": left,
-        "write": percentiles(acks),
-    }
+        time.sleep(run.pause())
+    return run.result(producer.flush(30))
 
 
 # ---------------------------------------------------------------------------- broker GC
@@ -235,13 +341,14 @@ async def _producer(
     seconds: float,
     warmup: float,
     size: int,
+    writer: str,
 ) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bench.latency",
         "--produce",
-        json.dumps([bootstrap, topic, partitions, rate, seconds, warmup, size]),
+        json.dumps([bootstrap, topic, partitions, rate, seconds, warmup, size, writer]),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -263,6 +370,7 @@ async def run_once(
     drain: float,
     size: int,
     gc_logs: Sequence[Path] = (),
+    writer: str = PRODUCER,
 ) -> dict[str, dict[str, Any] | PeerFailed]:
     """``members`` (peer, tuned), each one member of a group of its own, reading one fresh
     topic at one rate at the same time: each one's latency figures (or why it failed),
@@ -306,7 +414,7 @@ async def run_once(
         await asyncio.sleep(1.0)  # their first fetches are out
         wall0 = time.time()
         produced = await _producer(
-            bootstrap, topic, partitions, rate, warmup + window, warmup, size
+            bootstrap, topic, partitions, rate, warmup + window, warmup, size, writer
         )
         await asyncio.sleep(drain)
         # The measured part: from the end of the warm-up to the end of the drain.
@@ -386,6 +494,7 @@ async def run(
     stall_peers: Sequence[str] = STALL_PEERS,
     together: bool = False,
     gc_logs: Sequence[Path] = (),
+    writer: str = PRODUCER,
 ) -> dict[str, Any]:
     """Every rate x peer (and tuned row), interleaved (or, ``together``, all at once on one
     stream); then the stall check."""
@@ -414,6 +523,7 @@ async def run(
                         drain,
                         size,
                         gc_logs,
+                        writer,
                     )
                 )
             except PeerFailed as exc:
@@ -472,6 +582,7 @@ async def run(
             "together": together,
             "load": os.getloadavg(),
             "gc_logs": [str(p) for p in gc_logs],
+            "producer": writer,
         },
         "rates": table,
         "errors": errors,
@@ -545,7 +656,8 @@ def markdown(result: dict[str, Any], broker: str) -> str:
     lines = [
         f"### End-to-end latency ({broker}; {s['partitions']} partitions, {s['size']} B "
         f"records, warm-up {s['warmup_s']:.0f} s, window {s['window_s']:.0f} s, "
-        f"{s['reps']} rep(s); producer: confluent-kafka, linger.ms=0, one request in flight; "
+        f"{s['reps']} rep(s); producer: {PRODUCERS[s.get('producer', 'confluent')]}, linger 0, "
+        "one request in flight; "
         "write: send to the producer's acknowledgement, 1 record in "
         f"{ACK_SAMPLE}; peer CPU: the consumer process's, start-up included)",
         "",
@@ -628,6 +740,7 @@ async def _main(args: argparse.Namespace) -> None:
             args.stall_peers,
             args.together,
             [Path(p) for p in args.broker_gc_log] or BROKER_GC_LOGS,
+            args.producer,
         )
     print(markdown(result, description))
     if args.json:
@@ -669,6 +782,13 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="the broker JVM's GC log (KafkaCluster.gc_logs(); repeatable): each run then "
         "reports the collector's pauses inside it (a broker started here is found itself)",
+    )
+    p.add_argument(
+        "--producer",
+        choices=sorted(PRODUCERS),
+        default=PRODUCER,
+        help="the neutral producer every peer reads from (default %(default)s; see the module "
+        "docstring)",
     )
     p.add_argument("--session-timeout", type=float, default=6.0)
     p.add_argument("--heartbeat", type=float, default=1.0)

@@ -1,4 +1,6 @@
-"""A member reading a steady stream does not stop the event loop for full collections.
+"""The latency benchmark's parts on a real broker.
+
+A member reading a steady stream does not stop the event loop for full collections.
 
 The consumer used to steer CPython's collector (``gcpolicy.decode_step``: every decoded
 list built with the collector off, then everything tracked moved into the oldest
@@ -17,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import statistics
+import struct
 import sys
 import time
 from array import array
@@ -24,7 +28,9 @@ from pathlib import Path
 
 import consumergroup as cg
 from tests.conftest import TopicFactory, unique
+from tests.helpers import ProxyLink
 from tests.integration.group_support import group_config, running_member, wait_for
+from tests.integration.produce_proxy import ProduceProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 5_000  # records/s, over 8 partitions
@@ -85,3 +91,117 @@ async def test_a_steady_stream_runs_no_full_collection(
             gc.callbacks.remove(on_gc)
     assert len(handler.pairs) // 2 == sent
     assert len(full) <= 1, f"{len(full)} full collections during {SECONDS:.0f} s of stream"
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(data: bytes, pos: int) -> int:
+    count, pos = _uvarint(data, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        pos += size
+    return pos
+
+
+def produce_partitions(frame: bytes) -> int:
+    """How many partitions a Produce request (v3+, header included) names, all topics."""
+    _key, version = struct.unpack_from(">hh", frame)
+    flexible = version >= 9
+    (n,) = struct.unpack_from(">h", frame, 8)  # after key, version, correlation id
+    pos = 10 + max(n, 0)  # the client id
+    if flexible:
+        pos = _skip_tags(frame, pos)
+        n, pos = _uvarint(frame, pos)  # transactional id, compact
+        pos += max(n - 1, 0)
+    else:
+        (n,) = struct.unpack_from(">h", frame, pos)
+        pos += 2 + max(n, 0)
+    pos += 6  # acks, timeout
+    if flexible:
+        topics, pos = _uvarint(frame, pos)
+        topics -= 1
+    else:
+        (topics,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+    named = 0
+    for _ in range(topics):
+        if version >= 13:  # a topic id
+            pos += 16
+        elif flexible:
+            n, pos = _uvarint(frame, pos)
+            pos += n - 1
+        else:
+            (n,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + n
+        if flexible:
+            parts, pos = _uvarint(frame, pos)
+            parts -= 1
+        else:
+            (parts,) = struct.unpack_from(">i", frame, pos)
+            pos += 4
+        named += parts
+        for _ in range(parts):
+            pos += 4  # the partition index
+            if flexible:
+                n, pos = _uvarint(frame, pos)
+                pos += max(n - 1, 0)
+                pos = _skip_tags(frame, pos)
+            else:
+                (n,) = struct.unpack_from(">i", frame, pos)
+                pos += 4 + max(n, 0)
+        if flexible:
+            pos = _skip_tags(frame, pos)
+    return named
+
+
+class PartitionsPerProduce(ProduceProxy):
+    """Notes how many partitions each Produce request names."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.named: list[int] = []
+
+    async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
+        if struct.unpack_from(">h", frame)[0] == 0:
+            self.named.append(produce_partitions(frame))
+        await super().forward_request(link, frame)
+
+
+async def test_the_latency_producer_sends_every_partition_in_one_request(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """The benchmark's neutral producer, at a steady rate over 8 partitions with one
+    request in flight, sends the records of every partition that has some in one request.
+
+    A producer that sends one partition a request (librdkafka) makes a record wait for
+    up to 8 round trips in turn: the stall common to every peer of the latency
+    benchmark (max 149-418 ms at 5,000 records/s, all of it in the write)."""
+    topic = await new_topic(partitions=8)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    async with PartitionsPerProduce(port) as proxy:
+        producer = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.latency",
+            "--produce",
+            json.dumps([proxy.address, topic, 8, RATE, 3.0, 0.0, 100]),
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(producer.communicate(), 120)
+    assert producer.returncode == 0
+    sent = json.loads(out.decode().splitlines()[-1])["sent"]
+    assert sent >= RATE  # it ran
+    # Each 1 ms tick queues ~5 records for 5 partitions before a request can leave, and
+    # the longer a round trip the more partitions wait: never one a request on average.
+    assert statistics.mean(proxy.named) >= 2, proxy.named[:50]
