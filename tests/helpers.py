@@ -461,3 +461,25 @@ class global_tracer_provider:
         from opentelemetry import trace
 
         trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE._done = self.saved
+
+
+def uvarint(frame: bytes, at: int) -> tuple[int, int]:
+    """The unsigned varint of a request or answer ``frame`` at ``at``, and the position after."""
+    value = shift = 0
+    while True:
+        byte = frame[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def skip_tags(frame: bytes, at: int) -> int:
+    """The position after the tagged fields of a flexible ``frame`` at ``at``."""
+    count, at = uvarint(frame, at)
+    for _ in range(count):
+        _, at = uvarint(frame, at)
+        size, at = uvarint(frame, at)
+        at += size
+    return at

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import consumergroup as cg
 from tests.conftest import TopicFactory, unique
-from tests.helpers import ProxyLink
+from tests.helpers import ProxyLink, skip_tags, uvarint
 from tests.integration.group_support import group_config, running_member, wait_for
 from tests.integration.produce_proxy import ProduceProxy
 
@@ -93,26 +93,6 @@ async def test_a_steady_stream_runs_no_full_collection(
     assert len(full) <= 1, f"{len(full)} full collections during {SECONDS:.0f} s of stream"
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _skip_tags(data: bytes, pos: int) -> int:
-    count, pos = _uvarint(data, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(data, pos)
-        size, pos = _uvarint(data, pos)
-        pos += size
-    return pos
-
-
 def produce_partitions(frame: bytes) -> int:
     """How many partitions a Produce request (v3+, header included) names, all topics."""
     _key, version = struct.unpack_from(">hh", frame)
@@ -120,15 +100,15 @@ def produce_partitions(frame: bytes) -> int:
     (n,) = struct.unpack_from(">h", frame, 8)  # after key, version, correlation id
     pos = 10 + max(n, 0)  # the client id
     if flexible:
-        pos = _skip_tags(frame, pos)
-        n, pos = _uvarint(frame, pos)  # transactional id, compact
+        pos = skip_tags(frame, pos)
+        n, pos = uvarint(frame, pos)  # transactional id, compact
         pos += max(n - 1, 0)
     else:
         (n,) = struct.unpack_from(">h", frame, pos)
         pos += 2 + max(n, 0)
     pos += 6  # acks, timeout
     if flexible:
-        topics, pos = _uvarint(frame, pos)
+        topics, pos = uvarint(frame, pos)
         topics -= 1
     else:
         (topics,) = struct.unpack_from(">i", frame, pos)
@@ -138,13 +118,13 @@ def produce_partitions(frame: bytes) -> int:
         if version >= 13:  # a topic id
             pos += 16
         elif flexible:
-            n, pos = _uvarint(frame, pos)
+            n, pos = uvarint(frame, pos)
             pos += n - 1
         else:
             (n,) = struct.unpack_from(">h", frame, pos)
             pos += 2 + n
         if flexible:
-            parts, pos = _uvarint(frame, pos)
+            parts, pos = uvarint(frame, pos)
             parts -= 1
         else:
             (parts,) = struct.unpack_from(">i", frame, pos)
@@ -153,14 +133,14 @@ def produce_partitions(frame: bytes) -> int:
         for _ in range(parts):
             pos += 4  # the partition index
             if flexible:
-                n, pos = _uvarint(frame, pos)
+                n, pos = uvarint(frame, pos)
                 pos += max(n - 1, 0)
-                pos = _skip_tags(frame, pos)
+                pos = skip_tags(frame, pos)
             else:
                 (n,) = struct.unpack_from(">i", frame, pos)
                 pos += 4 + max(n, 0)
         if flexible:
-            pos = _skip_tags(frame, pos)
+            pos = skip_tags(frame, pos)
     return named
 
 

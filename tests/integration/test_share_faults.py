@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TopicFactory, unique
-from tests.helpers import ProxyLink, RoutingProxy, produce
+from tests.helpers import ProxyLink, RoutingProxy, produce, skip_tags, uvarint
 from tests.integration.share_support import Collector, share_group, share_member, wait_until
 
 KAFKA = "share groups need Apache Kafka 4.2+ (Tansu has none)"
@@ -152,26 +152,6 @@ async def test_a_frozen_member_is_fenced_and_rejoins_without_acknowledging_stale
     assert all(s.delivery_count >= 2 for s in other.seen if (s.partition, s.offset) in frozen)
 
 
-def _uvarint(frame: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = frame[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
-def _skip_tags(frame: bytes, at: int) -> int:
-    count, at = _uvarint(frame, at)
-    for _ in range(count):
-        _, at = _uvarint(frame, at)
-        size, at = _uvarint(frame, at)
-        at += size
-    return at
-
-
 class ShareSessionLog(RoutingProxy):
     """The client's only path to the broker, noting its share sessions: per connection,
     the session epoch of each ShareFetch (78) and ShareAcknowledge (79) in the order
@@ -187,16 +167,16 @@ class ShareSessionLog(RoutingProxy):
     async def forward_request(self, link: ProxyLink, frame: bytes) -> None:
         key, _version, _cid, id_len = struct.unpack_from(">hhih", frame, 0)
         if key in self.SHARE_APIS:
-            at = _skip_tags(frame, 10 + max(id_len, 0))  # header v2 ends with tags
+            at = skip_tags(frame, 10 + max(id_len, 0))  # header v2 ends with tags
             for _ in range(2):  # group_id, member_id: compact strings
-                size, at = _uvarint(frame, at)
+                size, at = uvarint(frame, at)
                 at += max(size - 1, 0)
             self.epochs.setdefault(link, []).append(struct.unpack_from(">i", frame, at)[0])
         await super().forward_request(link, frame)
 
     def rewrite_response(self, key: int, version: int, client_id: str, frame: bytes) -> bytes:
         if key in self.SHARE_APIS:
-            at = _skip_tags(frame, 4)  # correlation id, header v1's tags; throttle_time_ms
+            at = skip_tags(frame, 4)  # correlation id, header v1's tags; throttle_time_ms
             self.errors.append(struct.unpack_from(">h", frame, at + 4)[0])
         return super().rewrite_response(key, version, client_id, frame)
 
