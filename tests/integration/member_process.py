@@ -7,6 +7,9 @@ assigned, ``{"revoked": [...]}`` / ``{"lost": [...]}`` when they go, and
 error}`` when an OffsetCommit fails; each with ``"t"``, the time it happened.
 ``--instance-id ID`` makes it a static member (``consumer.group.instance_id``);
 ``--protocol consumer`` a member on the consumer group protocol (KIP-848).
+``--held`` starts the process, imports everything, prints ``{"ready": true}`` and joins
+only when a line arrives on stdin (a restart test times our rejoin, not the interpreter's
+start: that takes seconds at a CI load of 16).
 
 With ``--record FILE --status FILE`` (the chaos suite) it appends the events to
 FILE instead (flushed per batch, before the batch is marked, so every committed
@@ -188,6 +191,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--net-timeout", type=float, default=5.0, help="net.read_timeout")
     parser.add_argument("--instance-id", help="static membership: consumer.group.instance_id")
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
+    parser.add_argument("--held", action="store_true", help="join when stdin has a line")
     parser.add_argument(
         "--assignor",
         choices=sorted(ASSIGNORS),
@@ -205,4 +209,7 @@ if __name__ == "__main__":
         with open(ns.status, "w") as out:
             json.dump(outcome, out)
         sys.exit(1 if outcome["run_error"] or outcome["close_error"] else 0)
+    if ns.held:
+        print(json.dumps({"ready": True}), flush=True)
+        sys.stdin.readline()
     asyncio.run(main(ns.bootstrap, ns.group, ns.topic, ns.instance_id, ns.protocol))
