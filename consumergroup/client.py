@@ -46,13 +46,7 @@ from .errors import (
 )
 from .net.connection import BrokerConnection
 from .net.flexible import NULL_TOPIC_ID
-from .net.protocol import (
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-    Features,
-    FindCoordinatorRequest,
-    MetadataRequest,
-)
+from .net.protocol import Features, FindCoordinatorRequest, MetadataRequest
 from .retry import retrying
 
 log = logging.getLogger(__name__)
@@ -524,6 +518,8 @@ class Client(AsyncResource):
     async def delete_topic(self, name: str, timeout: float = 30.0) -> None:
         """DeleteTopics (at the controller); raises UnknownTopicOrPartitionError when
         ``name`` does not exist."""
+        from .net.protocol import DeleteTopicsRequest  # admin codecs: loaded on first use
+
         conn = await self.controller()
         req = DeleteTopicsRequest([name], int(timeout * 1000))
         resp = (await conn.send(req, timeout=timeout + self.config.net.read_timeout)).to_object()
@@ -541,6 +537,8 @@ class Client(AsyncResource):
     ) -> None:
         """Create a topic (with the topic ``configs`` given, e.g. ``max.message.bytes``)
         and wait until its metadata shows every partition with a leader."""
+        from .net.protocol import CreateTopicsRequest  # admin codecs: loaded on first use
+
         conn = await self.controller()
         settings = list((configs or {}).items())
         req = CreateTopicsRequest(

@@ -17,18 +17,13 @@ from dataclasses import field
 from io import BytesIO
 from typing import Any
 
-from aiokafka.protocol.admin import (
-    ApiVersionRequest_v0,
-    ApiVersionRequest_v1,
-    ApiVersionRequest_v2,
-)
-from aiokafka.protocol.api import Request, RequestStruct, ResponseHeader_v0
-from aiokafka.protocol.types import Int16, Int32, Int64, Schema
+from aiokafka.protocol.api import Request, RequestStruct, Response, ResponseHeader_v0
+from aiokafka.protocol.types import Array, Int16, Int32, Int64, Schema
 
 from .._dataclass import dataclass
 from .flexible import STR, request_version, struct, tagged
 
-__all__ = ["ApiVersionsRequest", "Features", "features_of"]
+__all__ = ["ApiVersionRequest_v0", "ApiVersionsRequest", "Features", "features_of"]
 
 # KIP-511: the software name and version must match this (Kafka refuses the request
 # with INVALID_REQUEST otherwise).
@@ -36,6 +31,50 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 # The answer's tagged fields: 1 the finalized features' epoch, 2 the finalized features.
 _EPOCH_TAG, _FINALIZED_TAG = 1, 2
 _FINALIZED = Schema(("features", struct(("name", STR), ("max_level", Int16), ("min_level", Int16))))
+
+
+# v0-v2, as aiokafka.protocol.admin has them: written here so that a connection's first
+# request does not import that module (~17 M instructions of admin codecs at start-up).
+_RANGES = Array(("api_key", Int16), ("min_version", Int16), ("max_version", Int16))
+
+
+class ApiVersionResponse_v0(Response):  # type: ignore[misc]
+    """ApiVersions v0 answer: error, then (api_key, min, max) per API."""
+
+    API_KEY = 18
+    API_VERSION = 0
+    SCHEMA = Schema(("error_code", Int16), ("api_versions", _RANGES))
+
+
+class ApiVersionResponse_v1(Response):  # type: ignore[misc]
+    """ApiVersions v1-v2 answer: v0's fields, then the throttle time."""
+
+    API_KEY = 18
+    API_VERSION = 1
+    SCHEMA = Schema(("error_code", Int16), ("api_versions", _RANGES), ("throttle_time_ms", Int32))
+
+
+class ApiVersionRequest_v0(RequestStruct):  # type: ignore[misc]
+    """ApiVersions v0 (no fields): the version every broker answers."""
+
+    API_KEY = 18
+    API_VERSION = 0
+    RESPONSE_TYPE = ApiVersionResponse_v0
+    SCHEMA = Schema()
+
+
+class _ApiVersionRequestV1(RequestStruct):  # type: ignore[misc]
+    API_KEY = 18
+    API_VERSION = 1
+    RESPONSE_TYPE = ApiVersionResponse_v1
+    SCHEMA = Schema()
+
+
+class _ApiVersionRequestV2(RequestStruct):  # type: ignore[misc]
+    API_KEY = 18
+    API_VERSION = 2
+    RESPONSE_TYPE = ApiVersionResponse_v1
+    SCHEMA = Schema()
 
 
 @dataclass(frozen=True)
@@ -75,7 +114,7 @@ def _v3() -> type[RequestStruct]:
     return cls
 
 
-_ApiVersionsStruct = ApiVersionRequest_v0 | ApiVersionRequest_v1 | ApiVersionRequest_v2
+_ApiVersionsStruct = ApiVersionRequest_v0 | _ApiVersionRequestV1 | _ApiVersionRequestV2
 
 
 class ApiVersionsRequest(Request[_ApiVersionsStruct]):  # type: ignore[misc]
@@ -95,8 +134,8 @@ class ApiVersionsRequest(Request[_ApiVersionsStruct]):  # type: ignore[misc]
 
 ApiVersionsRequest._CLASSES = (
     ApiVersionRequest_v0,
-    ApiVersionRequest_v1,
-    ApiVersionRequest_v2,
+    _ApiVersionRequestV1,
+    _ApiVersionRequestV2,
     _v3(),
 )
 

@@ -22,20 +22,13 @@ from io import BytesIO
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from aiokafka.errors import IncompatibleBrokerVersion
-from aiokafka.protocol.admin import (
-    ApiVersionRequest_v0,
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-    SaslAuthenticateRequest,
-    SaslHandShakeRequest,
-)
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.offset import OffsetRequest_v1, OffsetRequest_v2, OffsetRequest_v3
 
 from .. import _lazy
 from ..errors import UnsupportedVersionError
-from .api_versions import ApiVersionsRequest, Features, features_of
+from .api_versions import ApiVersionRequest_v0, ApiVersionsRequest, Features, features_of
 from .fetch import FETCH_VERSIONS, FetchFrame, FetchRequest, decode_fetch_response
 from .group_protocol import (
     HeartbeatRequest,
@@ -57,8 +50,6 @@ __all__ = [
     "ApiVersionsRequest",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupHeartbeatRequest",
-    "CreateTopicsRequest",
-    "DeleteTopicsRequest",
     "Features",
     "FetchRequest",
     "FindCoordinatorRequest",
@@ -73,8 +64,6 @@ __all__ = [
     "Request",
     "RequestStruct",
     "Response",
-    "SaslAuthenticateRequest",
-    "SaslHandShakeRequest",
     "SyncGroupRequest",
     "VersionRanges",
     "codec_versions",
@@ -154,11 +143,7 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
     HeartbeatRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
-    SaslHandShakeRequest,
     ApiVersionsRequest,
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-    SaslAuthenticateRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupDescribeRequest,
 )
@@ -246,79 +231,26 @@ def common_version(ours: tuple[int, int] | None, theirs: tuple[int, int] | None)
     return hi if hi >= max(ours[0], theirs[0]) else None
 
 
-# ---------------------------------------------------------------- admin APIs (admin.py)
-# Appended here (not merged into the tables above) to keep edits to this shared file local.
-
-from aiokafka.protocol.admin import (  # noqa: E402
-    DeleteGroupsRequest,
-    DescribeGroupsRequest_v0,
-    DescribeGroupsRequest_v1,
-    DescribeGroupsRequest_v2,
-    DescribeGroupsRequest_v3,
-    DescribeGroupsResponse_v3,
-)
-
-from .group_admin import IncrementalAlterConfigsRequest, ListGroupsRequest  # noqa: E402
-
-
-class _DescribeGroupsRequestV3(DescribeGroupsRequest_v3):  # type: ignore[misc]
-    """DescribeGroups v3 answered by the v3 response (aiokafka 0.14 pairs it with v2's,
-    which lacks ``authorized_operations`` and misreads every group after the first)."""
-
-    RESPONSE_TYPE = DescribeGroupsResponse_v3
-
-
-_DescribeGroupsStruct: TypeAlias = (
-    DescribeGroupsRequest_v0
-    | DescribeGroupsRequest_v1
-    | DescribeGroupsRequest_v2
-    | _DescribeGroupsRequestV3
-)
-
-
-class DescribeGroupsRequest(Request[_DescribeGroupsStruct]):  # type: ignore[misc]
-    """DescribeGroups v0-v3 for ``groups`` (group ids); authorized operations not asked.
-
-    Each answered group is ``(error_code, group, state, protocol_type, protocol,
-    members[(member_id, client_id, client_host, member_metadata, member_assignment)],
-    ...)``.
-    """
-
-    API_KEY = 15
-
-    def __init__(self, groups: list[str]) -> None:
-        self._groups = groups
-
-    def build(self, request_struct_class: type[_DescribeGroupsStruct]) -> _DescribeGroupsStruct:
-        """The struct for the negotiated version."""
-        if request_struct_class.API_VERSION < 3:
-            return request_struct_class(self._groups)
-        return request_struct_class(self._groups, False)
-
-
 API_NAMES.update(
     {15: "DescribeGroups", 16: "ListGroups", 42: "DeleteGroups", 44: "IncrementalAlterConfigs"}
 )
-_BUILDERS += (
-    DescribeGroupsRequest,
-    ListGroupsRequest,
-    DeleteGroupsRequest,
-    IncrementalAlterConfigsRequest,
-)
-__all__ += [
-    "DeleteGroupsRequest",
-    "DescribeGroupsRequest",
-    "IncrementalAlterConfigsRequest",
-    "ListGroupsRequest",
-]
 
-# ---------------------------------- share groups (share/) and producer APIs (producer/)
-# Their codecs (net/share.py, net/txn.py: ~14 M instructions at import) load with the first
-# use of a name below (module __getattr__), not with every consumer; so their versions are
-# written here and codec_versions() imports nothing (a unit test holds them equal to the
-# codecs' classes).
+# ------------------ administration and SASL (admin_codecs.py, group_admin.py), share groups
+# (share/) and producer APIs (producer/)
+# Their codecs (aiokafka.protocol.admin ~17 M instructions at import, net/share.py and
+# net/txn.py ~14 M) load with the first use of a name below (module __getattr__), not with
+# every consumer; so their versions are written here and codec_versions() imports nothing
+# (a unit test holds them equal to the codecs' classes).
 
 if TYPE_CHECKING:
+    from .admin_codecs import CreateTopicsRequest as CreateTopicsRequest
+    from .admin_codecs import DeleteGroupsRequest as DeleteGroupsRequest
+    from .admin_codecs import DeleteTopicsRequest as DeleteTopicsRequest
+    from .admin_codecs import DescribeGroupsRequest as DescribeGroupsRequest
+    from .admin_codecs import SaslAuthenticateRequest as SaslAuthenticateRequest
+    from .admin_codecs import SaslHandShakeRequest as SaslHandShakeRequest
+    from .group_admin import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
+    from .group_admin import ListGroupsRequest as ListGroupsRequest
     from .share import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
     from .share import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
     from .share import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
@@ -336,6 +268,18 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, str]] = {
     name: (f"{__package__}.{module}", name)
     for module, names in (
+        (
+            "admin_codecs",
+            (
+                "CreateTopicsRequest",
+                "DeleteTopicsRequest",
+                "DescribeGroupsRequest",
+                "DeleteGroupsRequest",
+                "SaslHandShakeRequest",
+                "SaslAuthenticateRequest",
+            ),
+        ),
+        ("group_admin", ("ListGroupsRequest", "IncrementalAlterConfigsRequest")),
         (
             "share",
             (
@@ -363,6 +307,14 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 #: Their (min, max) codec versions, by api key.
 _LAZY_VERSIONS: VersionRanges = {
+    19: (0, 3),
+    20: (0, 3),
+    15: (0, 3),
+    42: (0, 1),
+    17: (0, 1),
+    36: (0, 1),
+    16: (0, 5),
+    44: (1, 1),
     76: (1, 1),
     77: (1, 1),
     78: (1, 2),

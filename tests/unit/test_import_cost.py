@@ -73,6 +73,14 @@ AIOKAFKA_CLIENTS = (
 #: 31 % without, for a CRC function a consumer needs only with ``consumer.fetch.check_crcs``.
 CONSUMER_PATH_AIOKAFKA_DENIES = ("aiokafka.record", "aiokafka.util", "packaging", "async_timeout")
 
+#: aiokafka's admin codecs (every admin API's structs, ~17 M instructions): a consumer's
+#: connections need only ApiVersions from there, which ``net/api_versions.py`` writes itself.
+CONSUMER_PATH_ADMIN_DENIES = (
+    "aiokafka.protocol.admin",
+    "consumergroup.net.admin_codecs",
+    "consumergroup.net.group_admin",
+)
+
 #: Loaded by the first use that needs them, not by a consumer's start-up: cramjam (the
 #: first snappy batch), uuid (a KIP-848 member id; it imports platform, ~10 M instructions).
 CONSUMER_PATH_LAZY_DENIES = ("cramjam", "uuid")
@@ -146,6 +154,7 @@ def test_consumer_path_loads_aiokafka_codecs_only() -> None:
     assert loaded["aiokafka_init_ran"] is False
     assert _under(modules, CONSUMER_PATH_DENIES) == []
     assert _under(modules, CONSUMER_PATH_LAZY_DENIES) == []
+    assert _under(modules, CONSUMER_PATH_ADMIN_DENIES) == []
 
 
 @pytest.mark.parametrize("argv", [["--help"], [], ["--version"]])

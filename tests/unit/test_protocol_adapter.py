@@ -11,6 +11,7 @@ from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 from consumergroup.errors import UnsupportedVersionError
 from consumergroup.net.protocol import (
     API_NAMES,
+    ApiVersionsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     codec_versions,
@@ -110,3 +111,21 @@ def test_lazy_codecs_versions_are_their_classes() -> None:
         assert name in protocol.__all__
         keys.add(builder.API_KEY)
     assert keys == set(protocol._LAZY_VERSIONS)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_api_versions_v0_to_v2_are_aiokafkas_on_the_wire(version: int) -> None:
+    """ApiVersions v0-v2 are written in ``net/api_versions.py`` (so a connection does not
+    import aiokafka's admin codecs): same request bytes and same decoded answer as
+    aiokafka's classes."""
+    from aiokafka.protocol import admin
+
+    theirs = (admin.ApiVersionRequest_v0, admin.ApiVersionRequest_v1, admin.ApiVersionRequest_v2)
+    built = prepare(ApiVersionsRequest(), {18: (0, version)}, "b:1")
+    assert (built.API_KEY, built.API_VERSION) == (18, version)
+    assert encode_request(built, 7, "c") == encode_request(theirs[version](), 7, "c")
+    body = struct.pack(">ih", 7, 0) + struct.pack(">i", 2) + struct.pack(">hhh", 1, 4, 17)
+    body += struct.pack(">hhh", 18, 0, 4) + (struct.pack(">i", 5) if version else b"")
+    ours = decode_response(built, body)
+    assert ours.to_object() == decode_response(theirs[version](), body).to_object()
+    assert [tuple(v) for v in ours.api_versions] == [(1, 4, 17), (18, 0, 4)]
