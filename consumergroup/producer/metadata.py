@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..message import _EPOCH
+from ..message import _epoch
 
 __all__ = ["RecordMetadata"]
 
@@ -35,7 +35,7 @@ class RecordMetadata:
     @property
     def timestamp(self) -> datetime:
         """The record's timestamp as a timezone-aware UTC datetime."""
-        return _EPOCH + timedelta(milliseconds=max(self.timestamp_ms, 0))
+        return _epoch()[0] + timedelta(milliseconds=max(self.timestamp_ms, 0))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RecordMetadata):

@@ -581,3 +581,16 @@ async def test_a_batch_left_for_the_next_request_takes_no_sequence_and_stays_ope
     assert (records.base_sequence, records.next_offset - records.base_offset) == (0, 15)
     assert len(list(records)) == 15
     assert acc.partitions[("t", 1)].next_sequence == 15
+
+
+def test_record_metadata_timestamp_is_utc_from_the_epoch() -> None:
+    """``RecordMetadata.timestamp``: the record's milliseconds as an aware UTC datetime (the
+    epoch comes from ``consumergroup.message``, which imports ``datetime`` on first use)."""
+    from datetime import UTC, datetime
+
+    from consumergroup.producer.metadata import RecordMetadata
+
+    assert RecordMetadata("t", 0, 5, 1_700_000_000_123).timestamp == datetime(
+        2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC
+    )
+    assert RecordMetadata("t", 0, -1, -1).timestamp == datetime(1970, 1, 1, tzinfo=UTC)

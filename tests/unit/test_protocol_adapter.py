@@ -122,7 +122,8 @@ def test_api_versions_v0_to_v2_are_aiokafkas_on_the_wire(version: int) -> None:
 
     theirs = (admin.ApiVersionRequest_v0, admin.ApiVersionRequest_v1, admin.ApiVersionRequest_v2)
     built = prepare(ApiVersionsRequest(), {18: (0, version)}, "b:1")
-    assert (built.API_KEY, built.API_VERSION) == (18, version)
+    got = (built.API_KEY, built.API_VERSION)
+    assert got == (18, version)
     assert encode_request(built, 7, "c") == encode_request(theirs[version](), 7, "c")
     body = struct.pack(">ih", 7, 0) + struct.pack(">i", 2) + struct.pack(">hhh", 1, 4, 17)
     body += struct.pack(">hhh", 18, 0, 4) + (struct.pack(">i", 5) if version else b"")
