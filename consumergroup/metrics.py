@@ -42,7 +42,8 @@ except ImportError as exc:
     ) from exc
 
 from ._telemetry import GROUP, METRIC_NAMES, STATS_METRICS, samples
-from .group.state import GroupObserver, GroupStats
+from .group.state import GroupObserver
+from .group.stats import GroupStats
 
 if TYPE_CHECKING:
     from .group.consumer_group import ConsumerGroup

@@ -43,7 +43,8 @@ except ImportError as exc:
 from . import __version__
 from ._otel import CONSUMER_GROUP, DESTINATION, PARTITION, SCHEMA_URL, SCOPE, inject_trace_context
 from ._telemetry import EVENT_METRICS, METRIC_NAMES, STATS_METRICS, samples
-from .group.state import GroupObserver, GroupStats
+from .group.state import GroupObserver
+from .group.stats import GroupStats
 
 if TYPE_CHECKING:
     from .group.consumer_group import ConsumerGroup

@@ -28,8 +28,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ConsumerGroupSession": (f"{__name__}.session", "ConsumerGroupSession"),
     "GroupObserver": (f"{__name__}.state", "GroupObserver"),
     "GroupState": (f"{__name__}.state", "GroupState"),
-    "GroupStats": (f"{__name__}.state", "GroupStats"),
-    "PartitionStats": (f"{__name__}.state", "PartitionStats"),
+    "GroupStats": (f"{__name__}.stats", "GroupStats"),
+    "PartitionStats": (f"{__name__}.stats", "PartitionStats"),
 }
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .session import ConsumerGroupSession as ConsumerGroupSession
     from .state import GroupObserver as GroupObserver
     from .state import GroupState as GroupState
-    from .state import GroupStats as GroupStats
-    from .state import PartitionStats as PartitionStats
+    from .stats import GroupStats as GroupStats
+    from .stats import PartitionStats as PartitionStats
 
 __getattr__, __dir__ = _lazy.exports(globals(), _LAZY)

@@ -57,11 +57,12 @@ from .logs import GroupLogger
 from .membership import Membership
 from .offsets import OffsetManager
 from .session import ConsumerGroupSession, EndCause, HookFn
-from .state import GroupObserver, GroupState, GroupStats, PartitionStats
+from .state import GroupObserver, GroupState
 from .transaction import AbortStreak
 
 if TYPE_CHECKING:
     from ..producer.producer import Producer
+    from .stats import GroupStats
 
 _log = logging.getLogger(__name__)
 
@@ -215,6 +216,8 @@ class ConsumerGroup(AsyncResource):
 
     def stats(self) -> GroupStats:
         """A snapshot of this member (no broker round trip: cheap enough for every probe)."""
+        from .stats import GroupStats, PartitionStats  # the first call loads them
+
         partitions: dict[TopicPartition, PartitionStats] = {}
         session = self._session
         streak = self._abort_streak

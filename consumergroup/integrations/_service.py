@@ -25,7 +25,8 @@ from .._lifecycle import cancel_and_wait
 from ..errors import ConfigurationError
 from ..group.consumer_group import ConsumerGroup
 from ..group.handler import ConsumerGroupHandler
-from ..group.state import GroupState, GroupStats
+from ..group.state import GroupState
+from ..group.stats import GroupStats
 from ..group.transaction import STALLED_AFTER
 from ..share.group import ShareGroup
 from ..share.handler import ShareGroupHandler

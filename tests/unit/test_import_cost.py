@@ -158,6 +158,26 @@ def test_consumer_path_loads_aiokafka_codecs_only() -> None:
     assert _under(modules, CONSUMER_PATH_ADMIN_DENIES) == []
 
 
+def test_a_member_loads_its_stats_types_with_the_first_stats() -> None:
+    """``GroupStats``/``PartitionStats`` (two frozen dataclasses) load with the first
+    ``stats()`` or the first lookup of their names, not with ``cg.ConsumerGroup``."""
+    loaded = _loaded(
+        "import consumergroup as cg\n"
+        "cg.ConsumerGroup, cg.Consumer, cg.Client, cg.GroupState, cg.GroupObserver\n"
+        "import consumergroup.group.state\n"
+    )
+    assert "consumergroup.group.stats" not in loaded["modules"]
+    stats = _loaded(
+        "import consumergroup as cg\n"
+        "from consumergroup.group.state import GroupStats\n"
+        "assert GroupStats is cg.GroupStats is cg.group.stats.GroupStats\n"
+        "assert cg.group.state.PartitionStats is cg.PartitionStats\n"
+        "stats = cg.ConsumerGroup(['127.0.0.1:1'], 'g').stats()\n"
+        "assert isinstance(stats, GroupStats) and stats.state is cg.GroupState.STARTING\n"
+    )
+    assert "consumergroup.group.stats" in stats["modules"]
+
+
 @pytest.mark.parametrize("argv", [["--help"], [], ["--version"]])
 def test_cli_help_loads_no_command_and_no_click(argv: list[str]) -> None:
     """The console script (``consumergroup.cli:run``) answers these without click."""
