@@ -6,13 +6,17 @@ of the sources decides when to rebuild) and return the command line that runs it
 and the benchmarks run the same programs:
 
 * ``sarama/main.go`` — ``github.com/IBM/sarama`` (version in ``sarama/go.mod``), built with
-  ``go build`` from the Go module proxy into ``.cache/go``;
+  ``go build`` from the Go module proxy into ``<downloads>/go``;
 * ``franz/main.go`` — ``github.com/twmb/franz-go`` (version in ``franz/go.mod``): a
   ``PollFetches`` loop marking each partition's last record (``MarkCommitRecords``,
   auto-commit of marks), built like sarama; both Go peers share ``peerio/`` (the clock,
   rusage, the JSON-lines output);
 * ``java/`` — ``org.apache.kafka:kafka-clients`` (version in ``java/pom.xml``), built with
-  ``mvn package`` from Maven Central into ``.cache/m2``.
+  ``mvn package`` from Maven Central into ``<downloads>/m2``.
+
+``<downloads>`` is ``$CONSUMERGROUP_CACHE`` (where Apache Kafka's jars go too), else the
+repo-local ``.cache``: a fresh clone pointed at a cache builds the peers without fetching
+their modules again (that fetch took 2-5 minutes of ``make test``'s start).
 
 All take the same options (``--bootstrap --topic --group --mode stream|throughput --expect N
 --session-timeout S --heartbeat S --rebalance-timeout S --assignor range|roundrobin|sticky|
@@ -41,7 +45,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CACHE = ROOT / ".cache"
-BUILD = CACHE / "peers"
+BUILD = CACHE / "peers"  # built from this clone's sources: repo-local always
 BUILD_TIMEOUT = 900.0
 
 #: kind -> (source directory, the tool the build needs)
@@ -93,31 +97,43 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
         )
 
 
+def _downloads() -> Path:
+    """Where the peers' modules and Maven's repository go (module docstring)."""
+    return Path(os.environ.get("CONSUMERGROUP_CACHE") or CACHE)
+
+
 def _build_go(source: Path, out: Path, binary: str) -> None:
+    downloads = _downloads()
     env = {
         **os.environ,
-        "GOPATH": str(CACHE / "go"),
-        "GOMODCACHE": str(CACHE / "go" / "mod"),
+        # Go's module cache takes its own locks: clones sharing it build side by side.
+        "GOPATH": str(downloads / "go"),
+        "GOMODCACHE": str(downloads / "go" / "mod"),
         # GOCACHE stays Go's own (per user): compiled packages, not downloads, shared by every
         # clone on the machine, so a fresh clone links the peers in seconds, not minutes.
         "GOFLAGS": "-modcacherw",
         "GOTOOLCHAIN": "local",  # never download a Go toolchain
     }
     if not any(os.environ.get(v) for v in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
-        env["GOCACHE"] = str(CACHE / "go" / "build")  # Go finds no per-user cache directory
+        env["GOCACHE"] = str(downloads / "go" / "build")  # Go finds no per-user cache directory
     _run(["go", "build", "-o", str(out / binary), "."], source, env, f"the {binary}")
 
 
 def _build_java(source: Path, out: Path) -> None:
+    repository = _downloads() / "m2"
     cmd = [
         "mvn",
         "-q",
         "-B",
-        f"-Dmaven.repo.local={CACHE / 'm2'}",
+        f"-Dmaven.repo.local={repository}",
         f"-Dpeer.build.dir={out}",
         "package",
     ]
-    _run(cmd, source, dict(os.environ), "the Java peer")
+    # Maven does not lock its repository: one build at a time writes to a shared one.
+    repository.mkdir(parents=True, exist_ok=True)
+    with open(repository.parent / "m2.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _run(cmd, source, dict(os.environ), "the Java peer")
 
 
 def build(kind: str) -> Path:
