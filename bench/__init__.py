@@ -20,6 +20,7 @@ _PEER_PACKAGES = (
     "consumergroup",
     "bench",
     "aiokafka",
+    "anyio",
     "async_timeout",
     "packaging",
     "confluent_kafka",
