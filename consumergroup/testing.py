@@ -536,7 +536,10 @@ class KafkaCluster(AsyncResource):
       at start: growing it took stop-the-world full collections of 150-350 ms);
     - a transaction past its timeout is aborted within a second
       (``transaction.abort.timed.out.transaction.cleanup.interval.ms=1000``; Kafka's default
-      checks every 10 s).
+      checks every 10 s);
+    - the controller's no-op record every 5 s (``metadata.max.idle.interval.ms=5000``,
+      Kafka's default 0.5 s): an idle node takes 1.6 % of a core instead of 2.8 %, three
+      nodes 8 % instead of 13 %.
 
     ``quick_share_groups`` lowers share-group timeouts for tests, the counterparts of the
     consumer-protocol ones above: ``group.share.heartbeat.interval.ms=500`` and
@@ -690,6 +693,11 @@ class KafkaCluster(AsyncResource):
             "num.recovery.threads.per.data.dir": "1",
             "log.cleaner.dedupe.buffer.size": str(8 << 20),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            # The active controller's no-op record (KIP-835: a health signal for operators'
+            # lag metrics, no client sees it) every 5 s, not every 0.5 s: each one is
+            # appended, replicated and replayed by every node, about 40 % of an idle
+            # cluster's CPU (and a test suite keeps a dozen nodes up).
+            "metadata.max.idle.interval.ms": "5000",
             **self._rack_properties(node),
             **self.extra_properties,
         }
