@@ -17,7 +17,6 @@ Kafka only: Tansu is a single node (no replicas, no elections, no truncation).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 
 import pytest
@@ -32,7 +31,7 @@ from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
 from tests.helpers import produce
 from tests.integration.group_support import group_config, running_member, wait_for
-from tests.peers import PeerUnavailable, build
+from tests.peers import PeerUnavailable, tool_command
 
 pytestmark = [
     pytest.mark.slow,
@@ -97,24 +96,24 @@ async def partition_state(
 
 async def elect_unclean(kc: KafkaCluster, topic: str) -> None:
     """Kafka's own ``kafka-leader-election.sh --election-type unclean`` on partition 0."""
+    live = [a for i, a in enumerate(kc.bootstrap.split(",")) if kc.running(i)]
     try:
-        out = await asyncio.to_thread(build, "java")
+        command = await asyncio.to_thread(
+            tool_command,
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            "--bootstrap-server",
+            ",".join(live),
+            "--election-type",
+            "unclean",
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+        )
     except PeerUnavailable as exc:
         pytest.skip(str(exc))
-    live = [a for i, a in enumerate(kc.bootstrap.split(",")) if kc.running(i)]
     proc = await asyncio.create_subprocess_exec(
-        "java",
-        "-cp",
-        os.pathsep.join([str(out / "java-peer-1.jar"), str(out / "lib" / "*")]),
-        "org.apache.kafka.tools.LeaderElectionCommand",
-        "--bootstrap-server",
-        ",".join(live),
-        "--election-type",
-        "unclean",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
+        *command,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )

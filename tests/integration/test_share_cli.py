@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
@@ -16,7 +15,7 @@ from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.cli_support import run_cli
 from tests.integration.share_support import Collector, share_group, share_member, wait_until
-from tests.peers import PeerUnavailable, build
+from tests.peers import PeerUnavailable, tool_command
 
 KAFKA = "share groups need Apache Kafka 4.2+ (Tansu has none)"
 
@@ -25,18 +24,18 @@ async def kafka_tool(bootstrap: str, *args: str) -> list[list[str]]:
     """``kafka-share-groups.sh --bootstrap-server B ARGS``: the rows of the table it prints
     (its header row first), split on whitespace."""
     try:
-        out = await asyncio.to_thread(build, "java")
+        command = await asyncio.to_thread(
+            tool_command,
+            "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+            "--bootstrap-server",
+            bootstrap,
+            *args,
+            log_level="error",
+        )
     except PeerUnavailable as exc:
         pytest.skip(str(exc))
     proc = await asyncio.create_subprocess_exec(
-        "java",
-        "-Dorg.slf4j.simpleLogger.defaultLogLevel=error",
-        "-cp",
-        os.pathsep.join([str(out / "java-peer-1.jar"), str(out / "lib" / "*")]),
-        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
-        "--bootstrap-server",
-        bootstrap,
-        *args,
+        *command,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

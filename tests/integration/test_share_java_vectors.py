@@ -11,27 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.peers import PeerUnavailable, build
+from tests.peers import PeerUnavailable, tool_command
 
 VECTORS = Path(__file__).parents[1] / "unit" / "share_wire_vectors.json"
 
 
 async def test_the_stored_vectors_are_the_java_clients_bytes() -> None:
     try:
-        out = await asyncio.to_thread(build, "java")
+        command = await asyncio.to_thread(tool_command, "peer.WireVectors")
     except PeerUnavailable as exc:
         pytest.skip(str(exc))
-    classpath = os.pathsep.join([str(out / "java-peer-1.jar"), str(out / "lib" / "*")])
     proc = await asyncio.create_subprocess_exec(
-        "java",
-        "-cp",
-        classpath,
-        "peer.WireVectors",
+        *command,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

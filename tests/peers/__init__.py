@@ -167,19 +167,44 @@ def build(kind: str) -> Path:
     return out
 
 
+def _java_classpath(out: Path) -> str:
+    return os.pathsep.join([str(out / "java-peer-1.jar"), str(out / "lib" / "*")])
+
+
 def command(kind: str) -> list[str]:
     """The command line that runs peer ``kind`` (built first when needed)."""
     out = build(kind)
     if kind != "java":
         return [str(out / f"{kind}-peer")]
-    jars = [str(out / "java-peer-1.jar"), str(out / "lib" / "*")]
     return [
         "java",
         "-XX:+UseSerialGC",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "-cp",
-        os.pathsep.join(jars),
+        _java_classpath(out),
         "peer.JavaPeer",
+    ]
+
+
+#: The JVM settings of a tool's short run (C1 only, the serial collector): a third less CPU
+#: (``kafka-share-groups.sh --list``: 3.3 -> 2.2 CPU-s). The peers keep the JVM's defaults
+#: (the benchmarks compare them).
+TOOL_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+def tool_command(main: str, *args: str, log_level: str = "warn") -> list[str]:
+    """The command line that runs class ``main`` (one of Kafka's tools, e.g.
+    ``org.apache.kafka.tools.LeaderElectionCommand``, or a helper of the Java peer) with
+    ``args``, from the Java peer's classpath (built first when needed; blocks, and raises
+    :class:`PeerUnavailable` as :func:`build` does)."""
+    return [
+        "java",
+        *TOOL_JVM,
+        f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}",
+        "-cp",
+        _java_classpath(build("java")),
+        main,
+        *args,
     ]
 
 
