@@ -79,21 +79,27 @@ async def test_every_broker_socket_has_tcp_keepalive(bootstrap: str) -> None:
         await conn.close()
 
 
+@pytest.mark.timeout(120)
 async def test_write_timeout_drops_a_connection_whose_peer_reads_nothing(
     bootstrap: str,
 ) -> None:
     # Issue 8 #14: net.write_timeout was validated and documented but never read.
     async with FakeCluster(split(bootstrap)[1], nodes=1) as cluster:
-        config = net_config(read_timeout=30.0, write_timeout=0.5)
+        config = net_config(read_timeout=60.0, write_timeout=0.5)
         conn = await BrokerConnection.open(*split(cluster.address()), config)
         try:
             cluster.freeze(1)
-            # ~40 MB of topic names: far more than the socket buffers hold.
-            huge = MetadataRequest([f"{i:0>100}" for i in range(400_000)], False)
+            # ~40 MB of topic names: far more than the socket buffers hold. Long names,
+            # not many short ones: 400,000 names of 100 bytes took 1.5 s of CPU to encode
+            # inside the timed send, 11-12 s at CI's load of 16 on 2 cores, past the old
+            # 10 s bound (it failed so once); 4,000 names of 10,000 bytes take 0.36 s.
+            huge = MetadataRequest([f"{i:0>10000}" for i in range(4_000)], False)
             start = time.monotonic()
             with pytest.raises(KafkaConnectionError, match=r"net\.write_timeout") as info:
-                await conn.send(huge, timeout=20)
-            assert time.monotonic() - start < 10
+                await conn.send(huge, timeout=60)
+            # The 0.5 s write timeout cut the send, not the 60 s read timeout: the bound
+            # sits halfway, so the encoding may take 30 s under load.
+            assert time.monotonic() - start < 30
             assert info.value.retriable
             assert conn.closed
         finally:
