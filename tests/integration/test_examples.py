@@ -12,7 +12,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import consumergroup as cg
 from consumergroup.admin import ClusterAdmin
 from consumergroup.client import Client
 from consumergroup.group.offsets import OffsetManager
+from consumergroup.testing import free_port
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce, read_committed_values
 from tests.integration.cli_support import ROOT, finish, reaped
@@ -157,13 +157,6 @@ async def test_manual_commit_on_a_given_bootstrap_commits_what_it_read(
     # Auto-commit is off: these offsets exist only because the example committed them.
     offsets = await committed(bootstrap, group, topic, 3)
     assert sum(offsets.values()) == 9, offsets
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("name", ["fastapi_service.py", "aiohttp_service.py"])
