@@ -27,9 +27,10 @@ unexport PYTHONDONTWRITEBYTECODE
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 # make test-quick starts no JVM, only an embedded broker per worker (cheap), and its tests
-# mostly wait on rebalances: 6 workers. On a shared 2-core machine at load 20-30: 14 min
-# on 6 (515 s of CPU), 25 min on 4 (491 s, then with four Kafka JVM tests in it).
-QUICK_WORKERS ?= 6
+# mostly wait on the broker's join holds, not on the CPU: 12 workers. On a fresh clone of a
+# quiet 2-core machine: 4 min 14 s on 6 workers (294 s of CPU), 3 min 15 s on 9 (285 s),
+# 2 min 29 s and 2 min 55 s on 12 (200 and 267 s).
+QUICK_WORKERS ?= 12
 # More pytest arguments for `make test` and `make test-quick` (TEST_ARGS="-x -k restart").
 TEST_ARGS ?=
 
