@@ -11,8 +11,11 @@ Cases: ``import aiokafka`` (the yardstick), ``import confluent_kafka``, ``import
 consumergroup``; ``consumergroup --help`` (the console script's launcher,
 ``consumergroup.cli.run(["--help"])``, which answers without click) and the same help
 through the click group that every other command line reaches (``main(["-v", "--help"])``);
-and what a consumer program loads before it connects (``import consumergroup``, then
-``cg.ConsumerGroup`` and the decoders).
+what a consumer program loads before it connects (``import consumergroup``, then
+``cg.ConsumerGroup`` and the decoders); and a member's start-up: that, a default
+``Config()`` (its range assignor) and anyio's asyncio backend, which the group's first
+``CancelScope``/``Event`` imports once the member runs (every module of ours and of its
+dependencies that the benchmark's ``cg_batches`` peer has loaded at its first record).
 
 Bytecode: by default every case runs with compiled bytecode, as an installed package
 does (``PYTHONPYCACHEPREFIX`` = ``$CONSUMERGROUP_CACHE/pycache``, written by a warm-up
@@ -52,6 +55,10 @@ CASES: dict[str, str] = {
     ),
     "consumer path (cg.ConsumerGroup + decoders)": (
         "import consumergroup as cg\ncg.ConsumerGroup\nimport consumergroup.consumer.records"
+    ),
+    "consumer path + anyio's asyncio backend (a member's start-up)": (
+        "import consumergroup as cg\ncg.ConsumerGroup\ncg.Config()\n"
+        "import consumergroup.consumer.records\nimport anyio._backends._asyncio"
     ),
 }
 BASE = "nothing"
