@@ -135,19 +135,77 @@ async def kafka_cluster() -> AsyncIterator[KafkaCluster]:
 RACKS = ("rack-a", "rack-b", "rack-c")
 
 
+def still_to_run(item: pytest.Item) -> list[pytest.Item]:
+    """The tests this process will run after ``item``, as far as it knows now: under
+    pytest-xdist, those the controller has sent its worker (with ``--dist loadgroup`` an
+    xdist group's tests are sent together, in one batch), else the rest of the session's."""
+    from xdist.remote import WorkerInteractor
+
+    items = item.session.items
+    for plugin in item.config.pluginmanager.get_plugins():
+        if isinstance(plugin, WorkerInteractor):
+            # The worker took the test after ``item`` off its queue before running ``item``.
+            with plugin.torun.lock() as queued:
+                indices = [plugin.nextitem_index, *queued]
+            return [items[i] for i in indices if isinstance(i, int)]
+    return items[items.index(item) + 1 :]
+
+
+class WorkerShared:
+    """A cluster the tests of one process share while any of them is still to run: the
+    first test that asks starts it, and it is closed once no test queued here needs it
+    (:meth:`release`), instead of idling to the end of the run (a 3-node cluster takes
+    0.09 of a core doing nothing). A later test that asks starts it again."""
+
+    def __init__(self, fixture: str, make: Callable[[], KafkaCluster]) -> None:
+        self.fixture = fixture
+        self.make = make
+        self.cluster: KafkaCluster | None = None
+
+    async def acquire(self) -> KafkaCluster:
+        if self.cluster is None:
+            cluster = self.make()
+            await cluster.start()
+            self.cluster = cluster
+        return self.cluster
+
+    async def release(self, item: pytest.Item) -> None:
+        """Close the cluster unless a test queued after ``item`` uses the fixture."""
+        if not any(self.fixture in getattr(i, "fixturenames", ()) for i in still_to_run(item)):
+            await self.close()
+
+    async def close(self) -> None:
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            await cluster.close()
+
+
 @pytest_asyncio.fixture(scope="session")
-async def kafka_cluster3() -> AsyncIterator[KafkaCluster]:
+async def _kafka_cluster3_shared() -> AsyncIterator[WorkerShared]:
+    shared = WorkerShared("kafka_cluster3", lambda: KafkaCluster(nodes=3, racks=RACKS))
+    try:
+        yield shared
+    finally:
+        await shared.close()
+
+
+@pytest_asyncio.fixture
+async def kafka_cluster3(
+    _kafka_cluster3_shared: WorkerShared, request: pytest.FixtureRequest
+) -> AsyncIterator[KafkaCluster]:
     """A three-node Apache Kafka (replication factor 3, min.insync.replicas=2), node i in
     rack ``RACKS[i]`` with the rack-aware replica selector (clients naming no rack read
-    from leaders, as on any cluster)."""
-    async with KafkaCluster(nodes=3, racks=RACKS) as cluster:
-        yield cluster
+    from leaders, as on any cluster). Shared by the tests of a worker (xdist groups
+    ``kafka3`` and ``kafka3-chaos``), and stopped after the last one (:class:`WorkerShared`)."""
+    yield await _kafka_cluster3_shared.acquire()
+    await _kafka_cluster3_shared.release(request.node)
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture(scope="module")
 async def kafka_cluster_tv1() -> AsyncIterator[KafkaCluster]:
     """A one-node Apache Kafka running the classic transaction protocol
-    (``transaction.version=1``; the other clusters run KIP-890's v2, Kafka 4.x's default)."""
+    (``transaction.version=1``; the other clusters run KIP-890's v2, Kafka 4.x's default).
+    Module scope: its one module (xdist group ``kafka-tv1``) runs it, not the rest of the run."""
     async with KafkaCluster(nodes=1, features={"transaction.version": 1}) as cluster:
         yield cluster
 
