@@ -25,7 +25,12 @@ unexport PYTHONDONTWRITEBYTECODE
 # Integration tests mostly wait (on brokers, timeouts, rebalances): pytest-xdist runs them on
 # more workers than cores. Each worker starts its own brokers (session fixtures); tests
 # marked xdist_group(NAME) share one worker (and its cluster). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 4
+# 6: on 4 workers a quiet fresh clone's parallel run used about 135 % of the 2 cores
+# (~880 of the run's 1,128 s of CPU in 10 min 48 s; Spark's phase ~175, the install the
+# rest): most of its tests wait on the embedded broker's join holds (make test-quick runs
+# them in 4 min 14 s on 6 workers, 2 min 29 s on 12), and a worker more costs ~20 s of
+# CPU (its collection, its 1-node Kafka's start and idling).
+TEST_WORKERS ?= 6
 # make test-quick starts no JVM, only an embedded broker per worker (cheap), and its tests
 # mostly wait on the broker's join holds, not on the CPU: 12 workers. On a fresh clone of a
 # quiet 2-core machine: 4 min 14 s on 6 workers (294 s of CPU), 3 min 15 s on 9 (285 s),
