@@ -7,13 +7,63 @@ import contextlib
 import logging
 import struct
 from collections.abc import Coroutine, Iterator, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
+    from cryptography.x509 import Certificate
+
 Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def certificate(
+    subject: str,
+    public_key: RSAPublicKey,
+    signer: RSAPrivateKey,
+    issuer: str | None = None,
+    *,
+    ca: bool = False,
+    san: Sequence[str] = (),
+) -> Certificate:
+    """An X.509 certificate for ``CN=subject`` signed by ``signer``, the private key of
+    ``CN=issuer`` (default: ``subject``, self-signed), valid from 5 minutes ago for 2 days;
+    ``ca``: it may sign others; ``san``: its IP addresses and DNS names."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def alternative(entry: str) -> x509.GeneralName:
+        try:
+            return x509.IPAddress(ipaddress.ip_address(entry))
+        except ValueError:
+            return x509.DNSName(entry)
+
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name(subject))
+        .issuer_name(name(issuer or subject))
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+    )
+    if san:
+        alternatives = x509.SubjectAlternativeName([alternative(e) for e in san])
+        builder = builder.add_extension(alternatives, critical=False)
+    if ca:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+    return builder.sign(signer, hashes.SHA256())
 
 
 def build_batch(

@@ -13,8 +13,6 @@ another key).
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import json
 import ssl
 import time
@@ -25,11 +23,10 @@ from pathlib import Path
 from typing import Any, Self
 
 from aiohttp import web
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
+from tests.helpers import certificate
 from tests.sasl_wire import b64url
 
 AUDIENCE = "kafka"
@@ -171,23 +168,7 @@ def self_signed(home: Path) -> tuple[ssl.SSLContext, Path]:
     """A server context with a certificate for 127.0.0.1 signed by itself, and the
     certificate's PEM file (what a client must trust)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+    cert = certificate("127.0.0.1", key.public_key(), key, ca=True, san=["127.0.0.1"])
     cert_pem, key_pem = home / "idp.pem", home / "idp.key"
     cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_pem.write_bytes(

@@ -11,8 +11,6 @@ reaches each listener from Python config, and the CLI from its flags and from
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -20,16 +18,14 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 import consumergroup as cg
 from consumergroup.errors import ConsumerGroupError
 from consumergroup.testing import KafkaCluster
 from tests.conftest import unique
-from tests.helpers import add_scram_user, produce
+from tests.helpers import add_scram_user, certificate, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
 
@@ -51,35 +47,13 @@ def make_certificates(home: Path) -> tuple[Path, Path]:
     """A test CA and a broker key pair for 127.0.0.1 signed by it, as PEM files: (the
     broker's key and certificate chain, the CA's certificate). Made in-process with
     ``cryptography``: keytool took seven JVM starts for the same (about 17 s of CPU)."""
-    now = datetime.datetime.now(datetime.UTC)
-    valid = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=2))
     ca_key, broker_key = (
         rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2)
     )
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "consumergroup test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    broker = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(broker_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.SubjectAlternativeName(san), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_name = "consumergroup test CA"
+    ca = certificate(ca_name, ca_key.public_key(), ca_key, ca=True)
+    san = ["127.0.0.1", "localhost"]
+    broker = certificate("127.0.0.1", broker_key.public_key(), ca_key, ca_name, san=san)
     pem = serialization.Encoding.PEM
     keystore, ca_pem = home / "broker.pem", home / "ca.pem"
     # Kafka's PEM keystore: the (unencrypted PKCS#8) key, then the chain from the leaf.
