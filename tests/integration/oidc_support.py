@@ -20,14 +20,16 @@ import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from aiohttp import web
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tests.helpers import certificate
 from tests.sasl_wire import b64url
+
+if TYPE_CHECKING:  # aiohttp when a server starts: every pytest-xdist worker imports this module
+    from aiohttp import web
 
 AUDIENCE = "kafka"
 
@@ -92,6 +94,8 @@ class OIDCServer:
         return self.url
 
     async def __aenter__(self) -> Self:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/jwks", self._jwks)
         app.router.add_post("/token", self._token)
@@ -131,9 +135,13 @@ class OIDCServer:
         return (key or self.key).sign(body)
 
     async def _jwks(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response({"keys": [self.key.jwk()]})
 
     async def _token(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         self.requests += 1
         if self.fail_next:
             status = self.fail_next.pop(0)

@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 import consumergroup as cg
@@ -161,6 +160,8 @@ async def test_manual_commit_on_a_given_bootstrap_commits_what_it_read(
 
 @pytest.mark.parametrize("name", ["fastapi_service.py", "aiohttp_service.py"])
 async def test_service_standalone_serves_totals_health_and_metrics_then_stops(name: str) -> None:
+    import httpx  # here, not at the top: every pytest-xdist worker collects this module
+
     port = free_port()
     proc = await spawn_example(name, "--port", str(port))
     async with reaped(proc):
@@ -260,6 +261,8 @@ async def test_share_worker_does_every_job_once_and_archives_the_poison(
 ) -> None:
     """examples/share_worker.py on the test broker: 36 jobs done (2 of them after a failed
     first delivery), 4 poison jobs rejected; health, readiness and metrics; SIGTERM stops it."""
+    import httpx
+
     topic = await new_topic(partitions=2)
     group = unique("share-worker")
     jobs = [

@@ -2,7 +2,9 @@
 
 FastAPI runs in-process through ``httpx.ASGITransport`` with its lifespan driven
 by the test; aiohttp through its own test server and client. The groups are real
-members of real groups on the test broker.
+members of real groups on the test broker. The web frameworks are imported by the tests
+that use them: every pytest-xdist worker collects this module (FastAPI, aiohttp, httpx
+and prometheus_client: ~2 s of imports each).
 """
 
 from __future__ import annotations
@@ -12,22 +14,19 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
-import httpx
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
-from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
 import consumergroup as cg
-from consumergroup.integrations.aiohttp import CONSUMER_GROUPS, setup_consumer_group
-from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
 from tests.conftest import TopicFactory, unique
 from tests.helpers import produce
 from tests.integration.group_support import Recorder, group_config
 from tests.integration.share_support import Collector, share_config, share_group, wait_until
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +78,8 @@ class Stuck(cg.ConsumerGroupHandler):
 
 async def poll(get: object, path: str, status: int, timeout: float = JOIN_TIMEOUT) -> object:
     """GET ``path`` until it answers ``status``; returns the JSON body."""
+    import httpx
+
     deadline = time.monotonic() + timeout
     while True:
         resp = await get(path)  # type: ignore[operator]
@@ -93,6 +94,8 @@ async def poll(get: object, path: str, status: int, timeout: float = JOIN_TIMEOU
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     """The samples of metric ``name`` in an exposition: sorted labels -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -104,6 +107,8 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 @contextlib.asynccontextmanager
 async def fastapi_app(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """The app's lifespan running, and a client that talks to it in-process."""
+    import httpx
+
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -115,6 +120,12 @@ async def fastapi_app(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 async def test_fastapi_readiness_follows_the_group_and_metrics_show_lag_draining(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
+    import httpx
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+
     topic = await new_topic(partitions=2)
     await produce(bootstrap, topic, [f"v{i}".encode() for i in range(20)])
     group = cg.ConsumerGroup([bootstrap], unique(), group_config())
@@ -190,6 +201,11 @@ async def test_fastapi_runs_a_share_group_with_health_and_metrics(
     """A ShareGroup in ConsumerGroupLifespan (concurrency=4): readiness once it is stable
     with an assignment, its records handled (at most 4 at once), /metrics shows them
     accepted; closed when the app stops."""
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+
     topic = await new_topic(partitions=2)
     group_id = unique("share")
     await share_group(bootstrap, group_id)
@@ -224,6 +240,11 @@ async def test_fastapi_runs_a_share_group_with_health_and_metrics(
 async def test_fastapi_a_group_failing_for_good_fails_readiness_and_liveness_not_the_server(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+
     topic = await new_topic(partitions=1)
     await produce(bootstrap, topic, [b"poison"])
     group = cg.ConsumerGroup([bootstrap], unique(), group_config())
@@ -259,6 +280,10 @@ async def test_fastapi_a_group_failing_for_good_fails_readiness_and_liveness_not
 async def test_fastapi_liveness_fails_while_the_loop_stalls(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
+    from fastapi import FastAPI
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+
     topic = await new_topic(partitions=1)
     group = cg.ConsumerGroup([bootstrap], unique(), group_config())
     app = FastAPI(lifespan=ConsumerGroupLifespan(group, [topic], Recorder(), close_timeout=10))
@@ -277,6 +302,11 @@ async def test_fastapi_liveness_fails_while_the_loop_stalls(
 async def test_fastapi_shutdown_is_bounded_by_close_timeout(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
+
     topic = await new_topic(partitions=1)
     await produce(bootstrap, topic, [b"x"])
     config = group_config(consumer__group__rebalance__timeout=60.0)
@@ -292,6 +322,12 @@ async def test_fastapi_shutdown_is_bounded_by_close_timeout(
 
 
 async def test_aiohttp_routes_and_cleanup_ctx(bootstrap: str, new_topic: TopicFactory) -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+    from prometheus_client import CollectorRegistry
+
+    from consumergroup.integrations.aiohttp import CONSUMER_GROUPS, setup_consumer_group
+
     topic = await new_topic(partitions=3)
     await produce(bootstrap, topic, [f"v{i}".encode() for i in range(30)])
     group = cg.ConsumerGroup([bootstrap], unique(), group_config())
@@ -348,6 +384,10 @@ async def test_position_is_what_the_reader_got_not_what_was_fetched(
 async def test_stopping_during_the_join_is_quiet(
     bootstrap: str, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from fastapi import FastAPI
+
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan
+
     topic = await new_topic(partitions=1)
     for pause in (0.0, 0.05, 0.5):  # before run() starts, while it connects, while it joins
         group = cg.ConsumerGroup([bootstrap], unique(), group_config())

@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import consumergroup as cg
 from consumergroup.integrations._service import GroupRunner, ServiceHealth
-from consumergroup.integrations.fastapi import ConsumerGroupLifespan, health_router
 from consumergroup.metrics import METRIC_NAMES, GroupMetrics
 
 
@@ -77,6 +76,9 @@ def test_one_exporter_per_registry_and_one_member_per_group_id() -> None:
 
 
 def test_missing_prometheus_client_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FastAPI where a test uses it (every worker collects this module): 1 s of imports.
+    from consumergroup.integrations.fastapi import health_router
+
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
     monkeypatch.delitem(sys.modules, "consumergroup.metrics")
     with pytest.raises(ImportError, match=r"pip install 'consumergroup\[prometheus\]'"):
@@ -87,6 +89,8 @@ def test_missing_prometheus_client_says_what_to_install(monkeypatch: pytest.Monk
 
 
 def test_bad_arguments_get_clear_errors() -> None:
+    from consumergroup.integrations.fastapi import ConsumerGroupLifespan
+
     group = cg.ConsumerGroup(["127.0.0.1:9092"], "g")
 
     class Handler(cg.ConsumerGroupHandler):
