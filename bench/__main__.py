@@ -358,7 +358,8 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
         if "latency" in args.only:
             from . import latency
 
-            # --quick: one rate, short windows, one stall run (a smoke test of the section).
+            # --quick: one rate, one rep, short windows, one stall run (a smoke test of the
+            # section). The default: every rate, latency.REPS reps, the peers together.
             run["latency"] = await (
                 latency.run(
                     bootstrap,
@@ -366,6 +367,7 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
                     ps,
                     latency.LATENCY_PEERS,
                     [1_000],
+                    reps=1,
                     warmup=2.0,
                     window=5.0,
                     stall_runs=1,

@@ -77,3 +77,70 @@ def test_the_broker_gc_pauses_of_a_run_are_those_overlapping_its_window(tmp_path
     t1 = 1795815350.0  # 21:35:50.000: the next pause (ending at .020) began at 49.990
     assert latency.gc_pauses([log], t0, t1) == {"gc_pauses": 2, "gc_full": 1, "gc_max_ms": 348.009}
     assert latency.gc_pauses([tmp_path / "absent.log"], t0, t1)["gc_pauses"] == 0
+
+
+def test_each_rep_starts_the_peers_at_the_next_one() -> None:
+    rows = ["a", "b", "c"]
+    assert [latency.rotated(rows, rep) for rep in range(4)] == [
+        ["a", "b", "c"],
+        ["b", "c", "a"],
+        ["c", "a", "b"],
+        ["a", "b", "c"],
+    ]
+    assert latency.rotated([], 3) == []
+
+
+def _rep(p99: float) -> dict[str, float]:
+    figures = dict.fromkeys(
+        ("p50", "p999", "write_p50", "write_p99", "behind_p50", "behind_p99", "cpu_s"), 1.0
+    )
+    return {
+        **figures,
+        "p99": p99,
+        "max": p99 + 5,
+        "count": 10,
+        "missing": 0,
+        "producer_lag_ms": 1.0,
+    }
+
+
+def test_the_p99_verdict_is_on_the_medians_over_reps_and_names_the_spreads() -> None:
+    # Ours loses one rep by far and wins the others: the median decides, not the worst rep.
+    ours = latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])
+    franz = latency._summary([_rep(40.5), _rep(39.5), _rep(41.0)])
+    assert (ours["p99"], ours["p99_min"], ours["p99_max"], ours["reps"]) == (40.0, 39.0, 47.0, 3)
+    assert ours["max"] == 52.0
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [])
+    assert verdict["pass"]
+    assert verdict["value"] == (
+        "40.00 vs 40.50 ms (median of 3 reps; ours 39.00-47.00, franz 39.50-41.00)"
+    )
+    slower = latency._summary([_rep(41.0), _rep(40.9), _rep(39.0)])
+    [verdict] = latency.verdicts({"1000": {"cg_messages": slower, "franz": franz}}, [])
+    assert not verdict["pass"]
+    one = latency._summary([_rep(40.0)])
+    [verdict] = latency.verdicts({"1000": {"cg_messages": one, "franz": franz}}, [])
+    assert verdict["value"] == "40.00 vs 40.50 ms"
+
+
+def test_the_table_shows_each_rows_p99_spread() -> None:
+    rows = {"cg_messages": latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])}
+    result = {
+        "setup": {
+            "partitions": 8,
+            "size": 100,
+            "warmup_s": 5.0,
+            "window_s": 15.0,
+            "reps": 3,
+            "together": True,
+            "producer": "cg",
+        },
+        "rates": {"1000": rows},
+        "errors": {},
+        "stall": [],
+        "verdicts": [],
+    }
+    text = latency.markdown(result, "a broker")
+    assert "3 rep(s) in rotated peer order, the peers together" in text
+    assert "producer: consumergroup Producer," in text
+    assert "| 40.00 | 39.00-47.00 |" in text
