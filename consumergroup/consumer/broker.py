@@ -127,6 +127,10 @@ class BrokerConsumer:
         self._on_fetch = on_fetch
         # The last response's records and bytes, summed by _handle for _on_fetch.
         self._fetched = (0, 0)
+        # Whether every partition the last response delivered to was read to its end
+        # (high watermark; read_committed: last stable offset) and the response was well
+        # under its size cap. Set by _handle, read by _round right after. run() only.
+        self._caught_up = False
         c = config.consumer
         self._max_wait_ms = int(c.max_wait_time * 1000)
         self._isolation = 1 if c.isolation_level == "read_committed" else 0
@@ -293,6 +297,12 @@ class BrokerConsumer:
         if delivered is None:
             # A whole-request error: do not hammer the broker with the same request.
             await asyncio.sleep(self._config.consumer.retry.backoff)
+        elif delivered and self._caught_up:
+            # Caught up: the next Fetch would wait at the broker for new records, so the
+            # readers woken by this answer run first (one pass of the loop) rather than
+            # after the next request is planned, encoded and written; behind, the next
+            # request goes first, its round trip overlapping with their work.
+            await asyncio.sleep(0)
         elif short and not delivered and not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._config.consumer.max_wait_time):
@@ -417,6 +427,7 @@ class BrokerConsumer:
             return None
         subs = self._subs
         delivered = fetched_records = fetched_bytes = 0
+        caught_up = True
         v5, v11, v12 = version >= 5, version >= 11, version >= 12
         for topic, partitions in resp.topics:
             for p in partitions:
@@ -464,7 +475,12 @@ class BrokerConsumer:
                 delivered += 1
                 fetched_records += scanned.count
                 fetched_bytes += scanned.bytes_consumed
+                if caught_up:
+                    end = p[3] if read_committed and p[3] >= 0 else p[2]
+                    caught_up = scanned.next_offset >= end
         self._fetched = (fetched_records, fetched_bytes)
+        # An answer near the response cap may have left partitions with records out.
+        self._caught_up = caught_up and 2 * fetched_bytes < self._config.consumer.fetch.max_bytes
         return delivered
 
     def _grow(self, pc: PartitionConsumer, records: Any) -> None:

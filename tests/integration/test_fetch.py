@@ -459,6 +459,100 @@ async def test_tiny_fetch_size_still_delivers_everything(
     assert [m.value for m in got] == values
 
 
+def record_fetch_order(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Events, in order: ``("fetch", None)`` when a Fetch is written, ``("answer",
+    caught_up)`` when one that fed a reader was handled; the test adds its ``("record",
+    offset)``s."""
+    from consumergroup.net.connection import BrokerConnection
+
+    events: list[tuple[str, object]] = []
+    write, handle = BrokerConnection._write, broker_module.BrokerConsumer._handle
+
+    def write_(self: BrokerConnection, struct_: object) -> int:
+        if type(struct_).__name__.startswith("Fetch"):
+            events.append(("fetch", None))
+        return write(self, struct_)
+
+    def handle_(self: broker_module.BrokerConsumer, resp: object) -> int | None:
+        delivered = handle(self, resp)
+        if delivered:
+            events.append(("answer", self._caught_up))
+        return delivered
+
+    monkeypatch.setattr(BrokerConnection, "_write", write_)
+    monkeypatch.setattr(broker_module.BrokerConsumer, "_handle", handle_)
+    return events
+
+
+def next_after_answers(events: list[tuple[str, object]]) -> list[tuple[bool, str]]:
+    """For each answer that fed a reader: (caught up?, which came next, the reader's
+    record or the next Fetch), where both followed before the end."""
+    out = []
+    for i, (kind, caught_up) in enumerate(events):
+        after = [k for k, _ in events[i + 1 :] if k in ("fetch", "record")]
+        if kind == "answer" and "fetch" in after and "record" in after:
+            assert isinstance(caught_up, bool)
+            out.append((caught_up, after[0]))
+    return out
+
+
+async def test_caught_up_readers_get_an_answer_before_the_next_fetch_is_written(
+    bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer that leaves every partition it fed at its end (caught up: the next Fetch
+    would wait at the broker for new records) reaches the reader before the next Fetch is
+    planned and written. Event order in one thread, not timing: it holds at any load."""
+    events = record_fetch_order(monkeypatch)
+    topic = await new_topic(partitions=1)
+    read: list[int] = []
+
+    async def reader(pc: cg.PartitionConsumer) -> None:
+        async for message in pc.messages():
+            events.append(("record", message.offset))
+            read.append(message.offset)
+
+    async with consumer(bootstrap) as c:
+        pc = await c.consume_partition(topic, 0, cg.OFFSET_OLDEST)
+        task = asyncio.create_task(reader(pc))
+        try:
+            for offset in range(4):  # each written to a reader waiting for it
+                await produce(bootstrap, topic, [b"%d" % offset], partition=0)
+                await eventually(lambda n=offset + 1: len(read) == n)
+        finally:
+            task.cancel()
+    order = next_after_answers(events)
+    assert len(order) >= 3, events  # the last answer's next Fetch may not come before close
+    assert order == [(True, "record")] * len(order), events
+
+
+@pytest.mark.kafka_only
+async def test_an_answer_leaving_a_backlog_is_followed_by_the_next_fetch_first(
+    bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer that leaves a backlog is followed by the next Fetch at once, its round trip
+    overlapping with the reader's work (only a caught-up answer goes to the reader first).
+    Apache Kafka only: it answers a fetch size of 64 bytes with one record batch, leaving
+    the rest behind; Tansu answers with every batch whatever the size, so no answer of it
+    leaves a backlog to observe."""
+    events = record_fetch_order(monkeypatch)
+    topic = await new_topic(partitions=1)
+    await produce(bootstrap, topic, [b"x" * 200] * 20, partition=0, batch=1)  # 20 batches
+    config = make_config()
+    config.consumer.fetch.default = 64
+    async with consumer(bootstrap, config) as c:
+        pc = await c.consume_partition(topic, 0, cg.OFFSET_OLDEST)
+        async with asyncio.timeout(WAIT):
+            async for message in pc.messages():
+                events.append(("record", message.offset))
+                if message.offset == 19:
+                    break
+    order = next_after_answers(events)
+    behind = [first for caught_up, first in order if not caught_up]
+    assert len(behind) >= 10, events  # one batch an answer: 19 leave a backlog
+    assert behind == ["fetch"] * len(behind), events
+    assert all(first == "record" for caught_up, first in order if caught_up), events
+
+
 # ----------------------------------------------------------------------------- transactions
 
 

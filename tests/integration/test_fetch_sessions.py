@@ -112,9 +112,15 @@ async def test_caught_up_partitions_left_out_of_answers_still_get_new_records() 
     async with running(broker) as consumer:
         pcs = await consume_all(consumer, dict.fromkeys(range(8), 10))
         mark = len(broker.fetches)
-        await broker.wait_fetches(mark + 3)  # caught up: long polls that name nothing
-        idle = broker.fetches[mark : mark + 3]
-        assert [(f.named, f.forgotten, f.answered) for f in idle] == [({}, [], [])] * 3
+        await broker.wait_fetches(mark + 4)  # caught up: long polls that name nothing
+        idle = broker.fetches[mark : mark + 4]
+        # The request after the last answer names the positions it moved: a caught-up
+        # answer reaches the readers before that request is written, so it may come
+        # after the reads ended.
+        if idle[0].named:
+            assert set(idle[0].named) <= set(broker.fetches[mark - 1].served)
+            idle = idle[1:]
+        assert [(f.named, f.forgotten, f.answered) for f in idle[:3]] == [({}, [], [])] * 3
         broker.produce(3, 5)
         broker.produce(6, 9)
         async with asyncio.timeout(30):
