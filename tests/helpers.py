@@ -131,6 +131,49 @@ async def produce(
         await producer.stop()
 
 
+def record_fetch_order(monkeypatch: Any) -> list[tuple[str, object]]:
+    """Events of a consumer's fetch tasks, in order: ``("fetch", None)`` when a Fetch is
+    written, ``("answer", backlog)`` when one that fed a reader was handled, ``backlog``
+    saying whether a fetchable partition of that task still had records to fetch (its high
+    watermark past its position); the test adds its readers' ``("record", offset)``s."""
+    from consumergroup.consumer.broker import BrokerConsumer
+    from consumergroup.net.connection import BrokerConnection
+
+    events: list[tuple[str, object]] = []
+    write, handle = BrokerConnection._write, BrokerConsumer._handle
+
+    def write_(self: BrokerConnection, struct_: Any) -> int:
+        if type(struct_).__name__.startswith("Fetch"):
+            events.append(("fetch", None))
+        return write(self, struct_)
+
+    def handle_(self: BrokerConsumer, resp: Any) -> int | None:
+        delivered = handle(self, resp)
+        if delivered:
+            backlog = any(
+                pc.fetchable() and pc.high_water_mark_offset > pc.next_offset
+                for pc in self._subs.values()
+            )
+            events.append(("answer", backlog))
+        return delivered
+
+    monkeypatch.setattr(BrokerConnection, "_write", write_)
+    monkeypatch.setattr(BrokerConsumer, "_handle", handle_)
+    return events
+
+
+def next_after_answers(events: list[tuple[str, object]]) -> list[tuple[bool, str]]:
+    """For each answer of :func:`record_fetch_order` that fed a reader: (backlog left?,
+    which came next: a reader's record or the next Fetch), where both followed."""
+    out = []
+    for i, (kind, backlog) in enumerate(events):
+        after = [k for k, _ in events[i + 1 :] if k in ("fetch", "record")]
+        if kind == "answer" and "fetch" in after and "record" in after:
+            assert isinstance(backlog, bool)
+            out.append((backlog, after[0]))
+    return out
+
+
 class TcpProxy:
     """A loopback TCP proxy in front of one broker, for fault injection.
 

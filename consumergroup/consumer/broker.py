@@ -127,9 +127,9 @@ class BrokerConsumer:
         self._on_fetch = on_fetch
         # The last response's records and bytes, summed by _handle for _on_fetch.
         self._fetched = (0, 0)
-        # Whether every partition the last response delivered to was read to its end
-        # (high watermark; read_committed: last stable offset) and the response was well
-        # under its size cap. Set by _handle, read by _round right after. run() only.
+        # Whether every partition the last response named is now read to its end (high
+        # watermark; read_committed: last stable offset) and the response was well under
+        # its size cap. Set by _handle, read by _round right after. run() only.
         self._caught_up = False
         c = config.consumer
         self._max_wait_ms = int(c.max_wait_time * 1000)
@@ -297,10 +297,11 @@ class BrokerConsumer:
         if delivered is None:
             # A whole-request error: do not hammer the broker with the same request.
             await asyncio.sleep(self._config.consumer.retry.backoff)
-        elif delivered and self._caught_up:
+        elif delivered and self._caught_up and len(chosen) == len(ready):
             # Caught up: the next Fetch would wait at the broker for new records, so the
             # readers woken by this answer run first (one pass of the loop) rather than
-            # after the next request is planned, encoded and written; behind, the next
+            # after the next request is planned, encoded and written; behind (or with
+            # backlogged partitions left out of this request's window), the next
             # request goes first, its round trip overlapping with their work.
             await asyncio.sleep(0)
         elif short and not delivered and not self._wake.is_set():
@@ -450,6 +451,10 @@ class BrokerConsumer:
                     continue
                 records = p[-1]
                 if not records:
+                    # Named and served nothing: still behind if the log goes on (the
+                    # broker filled the answer from other partitions first).
+                    if caught_up:
+                        caught_up = pc._offset >= (p[3] if read_committed and p[3] >= 0 else p[2])
                     continue
                 fetch_offset = pc._offset
                 try:
@@ -468,6 +473,7 @@ class BrokerConsumer:
                     continue
                 if scanned.next_offset == fetch_offset and scanned.partial:
                     self._grow(pc, records)
+                    caught_up = False
                     continue
                 pc._fetch_size = self._config.consumer.fetch.default
                 self._learn(pc, scanned.next_offset, _note_epochs(pc, records, scanned.next_offset))

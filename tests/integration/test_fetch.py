@@ -26,7 +26,7 @@ from consumergroup.errors import (
 from consumergroup.message import CREATE_TIME, ConsumerMessage
 
 from ..conftest import TopicFactory
-from ..helpers import produce
+from ..helpers import next_after_answers, produce, record_fetch_order
 
 WAIT = 20.0  # generous bound for "eventually arrives" on a loaded CI machine
 
@@ -459,43 +459,6 @@ async def test_tiny_fetch_size_still_delivers_everything(
     assert [m.value for m in got] == values
 
 
-def record_fetch_order(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
-    """Events, in order: ``("fetch", None)`` when a Fetch is written, ``("answer",
-    caught_up)`` when one that fed a reader was handled; the test adds its ``("record",
-    offset)``s."""
-    from consumergroup.net.connection import BrokerConnection
-
-    events: list[tuple[str, object]] = []
-    write, handle = BrokerConnection._write, broker_module.BrokerConsumer._handle
-
-    def write_(self: BrokerConnection, struct_: object) -> int:
-        if type(struct_).__name__.startswith("Fetch"):
-            events.append(("fetch", None))
-        return write(self, struct_)
-
-    def handle_(self: broker_module.BrokerConsumer, resp: object) -> int | None:
-        delivered = handle(self, resp)
-        if delivered:
-            events.append(("answer", self._caught_up))
-        return delivered
-
-    monkeypatch.setattr(BrokerConnection, "_write", write_)
-    monkeypatch.setattr(broker_module.BrokerConsumer, "_handle", handle_)
-    return events
-
-
-def next_after_answers(events: list[tuple[str, object]]) -> list[tuple[bool, str]]:
-    """For each answer that fed a reader: (caught up?, which came next, the reader's
-    record or the next Fetch), where both followed before the end."""
-    out = []
-    for i, (kind, caught_up) in enumerate(events):
-        after = [k for k, _ in events[i + 1 :] if k in ("fetch", "record")]
-        if kind == "answer" and "fetch" in after and "record" in after:
-            assert isinstance(caught_up, bool)
-            out.append((caught_up, after[0]))
-    return out
-
-
 async def test_caught_up_readers_get_an_answer_before_the_next_fetch_is_written(
     bootstrap: str, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -522,7 +485,7 @@ async def test_caught_up_readers_get_an_answer_before_the_next_fetch_is_written(
             task.cancel()
     order = next_after_answers(events)
     assert len(order) >= 3, events  # the last answer's next Fetch may not come before close
-    assert order == [(True, "record")] * len(order), events
+    assert order == [(False, "record")] * len(order), events
 
 
 @pytest.mark.kafka_only
@@ -547,10 +510,10 @@ async def test_an_answer_leaving_a_backlog_is_followed_by_the_next_fetch_first(
                 if message.offset == 19:
                     break
     order = next_after_answers(events)
-    behind = [first for caught_up, first in order if not caught_up]
+    behind = [first for backlog, first in order if backlog]
     assert len(behind) >= 10, events  # one batch an answer: 19 leave a backlog
     assert behind == ["fetch"] * len(behind), events
-    assert all(first == "record" for caught_up, first in order if caught_up), events
+    assert all(first == "record" for backlog, first in order if not backlog), events
 
 
 # ----------------------------------------------------------------------------- transactions

@@ -15,6 +15,7 @@ import pytest
 
 import consumergroup as cg
 from consumergroup.consumer.partition import PartitionConsumer
+from tests.helpers import next_after_answers, record_fetch_order
 from tests.integration.session_broker import Fetch, SessionBroker
 
 pytestmark = pytest.mark.timeout(60)
@@ -105,6 +106,35 @@ async def test_session_errors_refetch_in_full_and_lose_nothing(code: int) -> Non
     assert len(retry.named) == 6  # every partition, at its position (buffers never fill here)
     assert retry.answer_session not in (0, fetches[failed].session_id)
     assert fetches[failed + 2].epoch == 1 and not fetches[failed + 2].full
+
+
+async def test_an_answer_that_leaves_named_partitions_behind_is_followed_by_the_next_fetch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broker that fills an answer from a few of the partitions named (this one serves 4
+    an answer, no sessions: every named partition comes back, the unserved ones with no
+    records and their high watermark) leaves the others behind even when each partition
+    it served is drained: the next Fetch goes first. Only the answer that leaves nothing
+    behind reaches the readers before it."""
+    events = record_fetch_order(monkeypatch)
+    broker = SessionBroker(TOPIC, 24, 5, sessions=False, per_response=4, per_partition=7)
+
+    async def reader(pc: PartitionConsumer) -> None:
+        async for message in pc.messages():
+            events.append(("record", message.offset))
+            if message.offset == 4:
+                return
+
+    async with running(broker) as consumer:
+        pcs = await consumer.consume_partitions({(TOPIC, p): 0 for p in range(24)})
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(reader(pc) for pc in pcs.values()))
+        await broker.wait_fetches(len(broker.fetches) + 1)
+    order = next_after_answers(events)
+    behind = [first for backlog, first in order if backlog]
+    assert len(behind) >= 4, events  # 24 partitions served 4 an answer
+    assert behind == ["fetch"] * len(behind), events
+    assert all(first == "record" for backlog, first in order if not backlog), events
 
 
 async def test_caught_up_partitions_left_out_of_answers_still_get_new_records() -> None:
