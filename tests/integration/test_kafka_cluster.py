@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from consumergroup.testing import KafkaCluster, KafkaClusterError
+from consumergroup.testing import KAFKA_VERSION, KafkaCluster, KafkaClusterError, kafka_classpath
 
 from ..conftest import unique
 from ..helpers import produce
@@ -164,3 +164,32 @@ async def test_a_port_taken_before_the_node_binds_it_gets_new_ports() -> None:
             topic = unique("port")
             await kc.create_topic(topic, partitions=1)
             await produce(kc.bootstrap, topic, [b"x"])
+
+
+def _mappings(pid: int) -> str:
+    """The files process ``pid`` has mapped (Linux's /proc/PID/maps)."""
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@starts_kafka
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the JVM's mappings from /proc")
+async def test_the_first_storage_format_writes_a_class_archive_that_the_nodes_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache of its own (the jars linked in): the suite's already holds an archive.
+    jars = Path((await asyncio.to_thread(kafka_classpath)).removesuffix("/*"))
+    home = tmp_path / f"kafka-{KAFKA_VERSION}"
+    home.mkdir()
+    (home / "lib").symlink_to(jars)
+    (home / ".complete").touch()
+    monkeypatch.setenv("CONSUMERGROUP_CACHE", str(tmp_path))
+    async with KafkaCluster() as kc:
+        [archive] = home.glob("classes-*.jsa")  # written by the format, moved into place
+        assert not list(home.glob("*.tmp"))
+        node = kc._nodes[0].proc
+        assert node is not None
+        # The node's JVM was started with it and mapped it (a refused archive is not mapped).
+        assert str(archive) in _mappings(node.pid)
+        topic = unique("cds")
+        await kc.create_topic(topic, partitions=1)
+        await produce(kc.bootstrap, topic, [b"x"])
