@@ -482,7 +482,12 @@ def _class_sharing(archive: Path | None) -> Iterator[tuple[list[str], Path | Non
     if archive.exists():
         yield [f"-XX:SharedArchiveFile={archive}"], None
         return
-    with archive.with_suffix(".lock").open("w") as lock:
+    try:
+        lock = archive.with_suffix(".lock").open("w")
+    except OSError:  # a cache this process may read but not write: no archive, no sharing
+        yield [], None
+        return
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # another JVM is writing it: this one goes without
@@ -498,7 +503,8 @@ def _class_sharing(archive: Path | None) -> Iterator[tuple[list[str], Path | Non
 
 def _keep_archive(written: Path | None, archive: Path | None) -> None:
     if written is not None and archive is not None and written.exists():
-        os.replace(written, archive)
+        with contextlib.suppress(OSError):  # kept or not, the format itself succeeded
+            os.replace(written, archive)
 
 
 class _Node:

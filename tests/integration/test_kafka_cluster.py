@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from consumergroup.testing import KAFKA_VERSION, KafkaCluster, KafkaClusterError, kafka_classpath
+from consumergroup.testing import (
+    KAFKA_VERSION,
+    KafkaCluster,
+    KafkaClusterError,
+    _class_sharing,
+    kafka_classpath,
+)
 
 from ..conftest import unique
 from ..helpers import produce
@@ -193,3 +199,11 @@ async def test_the_first_storage_format_writes_a_class_archive_that_the_nodes_ma
         topic = unique("cds")
         await kc.create_topic(topic, partitions=1)
         await produce(kc.bootstrap, topic, [b"x"])
+
+
+def test_a_cache_it_cannot_write_leaves_the_jvms_without_an_archive_not_failing(
+    tmp_path: Path,
+) -> None:
+    # A cache read from but not written to (another user's, an image's): no lock file.
+    with _class_sharing(tmp_path / "not-there" / "classes-0.jsa") as (options, written):
+        assert options == [] and written is None
