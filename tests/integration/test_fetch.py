@@ -75,6 +75,29 @@ async def eventually(predicate: Callable[[], bool], timeout: float = WAIT) -> No
             await asyncio.sleep(0.02)
 
 
+class FetchRounds:
+    """Counts a consumer's Fetch round trips (its ``on_fetch`` hook): a test that checks
+    something was NOT fetched waits for rounds that would have fetched it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, latency: float, records: int, nbytes: int) -> None:
+        self.count += 1
+
+    async def more(self, n: int) -> None:
+        """Until ``n`` more rounds have been answered."""
+        target = self.count + n
+        await eventually(lambda: self.count >= target)
+
+
+def fetch_rounds(c: cg.Consumer) -> FetchRounds:
+    """Count ``c``'s Fetch rounds from now on."""
+    rounds = FetchRounds()
+    c.on_fetch = rounds
+    return rounds
+
+
 async def send_batch(
     bootstrap: str,
     topic: str,
@@ -321,21 +344,22 @@ async def test_pause_resume(bootstrap: str, new_topic: TopicFactory) -> None:
     """A paused partition keeps its buffer but fetches nothing new; resume() restarts it."""
     topic = await new_topic(partitions=2)
     async with consumer(bootstrap) as c:
+        rounds = fetch_rounds(c)
         paused = await c.consume_partition(topic, 0, cg.OFFSET_OLDEST)
         other = await c.consume_partition(topic, 1, cg.OFFSET_OLDEST)
         await produce(bootstrap, topic, [b"a%d" % i for i in range(5)], partition=0)
         await eventually(lambda: paused.queued == 5)  # fetched, not yet read
         paused.pause()
         assert paused.paused
-        # A fetch already in flight (max_wait_time 0.1 s) ends before new data exists.
-        await asyncio.sleep(0.5)
+        # A fetch already in flight (asked before the pause) ends before new data exists.
+        await rounds.more(1)
         await produce(bootstrap, topic, [b"b%d" % i for i in range(5)], partition=0)
         await produce(bootstrap, topic, [b"o%d" % i for i in range(5)], partition=1)
         # The broker-mate is served meanwhile...
         assert [m.value for m in await take(other, 5)] == [b"o%d" % i for i in range(5)]
         # ...and the paused partition still hands out what it had buffered, nothing more.
         assert [m.value for m in await take(paused, 5)] == [b"a%d" % i for i in range(5)]
-        await asyncio.sleep(0.5)  # several fetch rounds
+        await rounds.more(3)  # several fetch rounds, with the b records on the broker
         assert paused.queued == 0
         assert paused.next_offset == 5
         paused.resume()
@@ -583,8 +607,8 @@ async def test_read_committed(bootstrap: str, new_topic: TopicFactory) -> None:
             assert [m.value for m in got] == expected, isolation
             offsets = [m.offset for m in got]
             assert offsets == sorted(offsets)
-            # Nothing else (no control record) follows.
-            await asyncio.sleep(0.5)
+            # Nothing else (no control record) follows, in fetch rounds past the last.
+            await fetch_rounds(c).more(3)
             assert pc.queued == 0
 
 
