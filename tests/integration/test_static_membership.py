@@ -137,9 +137,13 @@ async def killed_and_restarted(bootstrap: str, topic: str, *, describe: bool = F
     await produce(bootstrap, topic, [str(i).encode() for i in range(400)])
     first = Child(bootstrap, group, topic, "static-child")
     survivor = Tracker("survivor")
-    await first.start()
+    # Held at its imports (seconds at CI's load), so the bound below times the join only.
+    await first.start(held=True)
     second: Child | None = None
     try:
+        async with asyncio.timeout(120):
+            await first.ready.wait()
+        first.go()
         await wait_for(lambda: first.owned() == 4, 60, "the child to own everything")
         async with running_member(
             bootstrap, group, [topic], survivor, static_config("static-survivor")
