@@ -17,7 +17,9 @@ is one task that sends, in each round, the one request its state calls for:
    the Java and franz-go clients: a ShareAcknowledge of its own takes the session for a
    round trip, and a fetch that falls due meanwhile waits behind it.
 4. **Close** (the member closes and holds nothing here any more): ShareAcknowledge with
-   epoch -1, carrying the last decisions; the broker releases anything left.
+   epoch -1, carrying the last decisions; the broker releases anything left. While
+   handlers still run, what was decided (the records none had started, released when the
+   close began) goes at once in a ShareAcknowledge, for other members to take.
 
 State, all of it this task's but for what the worker tasks decide (through
 :class:`~.inflight.InFlight`) and what the member's router changes between rounds
@@ -272,6 +274,11 @@ class BrokerSession:
                     if opened:
                         return "close"
                     return "fetch" if pending else "end"
+                if pending and opened:
+                    # No fetch will carry them: the records no handler started were
+                    # released when the close began, and other members may take them
+                    # while the handlers still running finish (up to the drain deadline).
+                    return "ack"
             else:
                 # Decisions a fetch cannot carry (their partition left the session) must
                 # not wait for ever behind fetches: once due, they go first.

@@ -487,6 +487,66 @@ async def test_records_acquired_ahead_are_released_at_close_and_none_is_lost(
 
 
 @pytest.mark.kafka_only(KAFKA)
+async def test_close_releases_the_records_waiting_for_a_handler_when_it_begins(
+    bootstrap: str, new_topic: TopicFactory
+) -> None:
+    """close() sends its decisions when it begins, not once its stalled handlers end (or
+    are cancelled at the drain deadline): the records acquired ahead of them, released,
+    go to another member (delivery count 2) while the stalled handlers still run, long
+    before their 60 s lock would have handed them out; and the records handled before,
+    whose acceptances waited for the rest of their acquisition, are accepted, never
+    handed out again (they waited behind the stalled handlers: the broker refused them
+    once their locks had expired, and another member handled them again)."""
+    topic = await new_topic(partitions=1)
+    group = unique("share")
+    await share_group(bootstrap, group, lock=60.0)
+    await produce(bootstrap, topic, [b"v%d" % i for i in range(3000)], partition=0)
+    accepted: list[int] = []
+    stalled: list[int] = []
+    stall, unstall = asyncio.Event(), asyncio.Event()
+
+    class Stalling(cg.ShareGroupHandler):
+        async def consume(self, session: cg.ShareSession, record: cg.ShareRecord) -> None:
+            if len(accepted) >= 1000:
+                stall.set()
+                stalled.append(record.offset)
+                await unstall.wait()
+            accepted.append(record.offset)
+
+    first = cg.ShareGroup([bootstrap], group, share_config(share__max_poll_records=100))
+    task = asyncio.create_task(first.run([topic], Stalling(), concurrency=4))
+    closing: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(stall.wait(), 60)
+        await wait_until(
+            lambda: first._run is not None and first._run._reserved == 0 and first._run._busy == 4,
+            60,
+            "fetches landed, four handlers stalled",
+        )
+        assert first._run is not None
+        waiting = {record.offset for record in first._run._ready}
+        assert waiting  # records were held ahead of the stalled handlers
+        # The drain deadline is minutes away (240 s, less two reserves of 30 s).
+        closing = asyncio.create_task(first.close(timeout=240.0))
+        other = Collector("other")
+        async with share_member(bootstrap, group, [topic], other, concurrency=50):
+            # Within the lock (60 s): a release, not the lock's expiry, handed them out.
+            await wait_until(
+                lambda: waiting <= {s.offset for s in other.seen}, 45, "the waiting records"
+            )
+            assert not closing.done() and len(stalled) == 4  # the handlers still run
+        assert all(s.delivery_count == 2 for s in other.seen if s.offset in waiting)
+        assert not (set(stalled) | set(accepted)) & {s.offset for s in other.seen}
+    finally:
+        unstall.set()
+        if closing is None:
+            closing = asyncio.create_task(first.close())
+        await asyncio.wait_for(closing, 60)
+        await asyncio.wait_for(task, 10)
+    assert first.stats().acknowledged["accept"] == len(accepted) == 1004
+
+
+@pytest.mark.kafka_only(KAFKA)
 async def test_without_renewal_records_waiting_past_half_their_lock_are_released(
     bootstrap: str, new_topic: TopicFactory
 ) -> None:
