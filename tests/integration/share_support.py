@@ -140,15 +140,22 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -
         await asyncio.sleep(0.05)
 
 
-async def wait_for_members(bootstrap: str, group: str, count: int, timeout: float) -> None:
-    """Until share group ``group`` has ``count`` members (as its coordinator says)."""
+async def wait_for_members(
+    bootstrap: str,
+    group: str,
+    ready: Callable[[list[str]], bool],
+    timeout: float,
+    what: str,
+) -> None:
+    """Until ``ready(member ids)`` holds for share group ``group``, as its coordinator
+    describes it; fail after ``timeout`` seconds naming ``what``."""
     deadline = time.monotonic() + timeout
     async with ShareGroupAdmin([bootstrap]) as admin:
         while True:
             with contextlib.suppress(cg.ConsumerGroupError):
                 [desc] = await admin.describe_share_groups([group])
-                if len(desc.members) >= count:
+                if ready([m.member_id for m in desc.members]):
                     return
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {count} members")
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             await asyncio.sleep(0.2)
