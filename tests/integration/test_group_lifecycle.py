@@ -104,7 +104,7 @@ async def test_close_during_the_join_wins_and_no_handler_runs(
     handler = Hooked()
     member = cg.ConsumerGroup([bootstrap], group, group_config())
     task = asyncio.create_task(member.run([topic], handler))
-    await wait_for(lambda: member.state is cg.GroupState.JOINING, 10, "the join")
+    await wait_for(lambda: member.state is cg.GroupState.JOINING, 60, "the join")
     await asyncio.sleep(1.0)  # JoinGroup in flight, held by the coordinator
     started = time.monotonic()
     await asyncio.wait_for(member.close(), 10)
@@ -140,8 +140,8 @@ async def test_close_while_the_broker_holds_the_join_leaves_at_once(
         member_a = cg.ConsumerGroup([bootstrap], group, config)
         run_a = asyncio.create_task(member_a.run([topic], Hooked("a")))
         try:
-            await wait_for(lambda: member_a.state is cg.GroupState.JOINING, 10, "a's join")
-            await wait_for(lambda: bool(member_a.member_id), 10, "a's member id")
+            await wait_for(lambda: member_a.state is cg.GroupState.JOINING, 60, "a's join")
+            await wait_for(lambda: bool(member_a.member_id), 60, "a's member id")
             await asyncio.sleep(0.5)  # a's JoinGroup (with its id) is held by the coordinator
             assert member_a.state is cg.GroupState.JOINING
             started = time.monotonic()
@@ -314,7 +314,7 @@ async def test_hooks_states_and_observer_across_a_rebalance(
             await wait_for(lambda: a.owned() == 1 and b.owned() == 1, 40, "the split")
             assert member.stats().rebalances == 1
             # Kafka forms both generations within a heartbeat interval: wait for one.
-            await wait_for(lambda: None in observer.heartbeats, 10, "a heartbeat answered")
+            await wait_for(lambda: None in observer.heartbeats, 60, "a heartbeat answered")
     finally:
         await asyncio.wait_for(member.close(), 30)
         await asyncio.wait_for(run, 5)

@@ -216,7 +216,7 @@ async def test_a_deep_queue_goes_out_max_in_flight_requests_at_a_time(
             futures = [await producer.send(topic, b"v%03d" % i + b"x" * 80) for i in range(60)]
             flushed = asyncio.create_task(producer.flush())
             try:
-                await wait_for(lambda: proxy.produced == before + 3, 10, "3 requests out")
+                await wait_for(lambda: proxy.produced == before + 3, 60, "3 requests out")
                 assert not flushed.done()
             finally:
                 proxy.release_answers()

@@ -101,7 +101,7 @@ async def test_read_committed_sees_only_committed_transactions_and_lag_uses_the_
     group = unique()
     async with running_member(bootstrap, group, [topic], handler, config) as (member, _):
         await wait_for(lambda: len(handler.values) >= len(committed), 30, "the committed records")
-        await wait_for(lambda: len(stats_of(member, topic)) == PARTITIONS, 10, "stats of all")
+        await wait_for(lambda: len(stats_of(member, topic)) == PARTITIONS, 60, "stats of all")
         # Each partition: 3 committed transactions of 5 records and 3 markers, 3 aborted
         # of 5 records and 3 markers, then the open transaction's 5 records.
         lso = 3 * 6 + 3 * 6
