@@ -480,7 +480,7 @@ def _class_sharing(archive: Path | None) -> Iterator[tuple[list[str], Path | Non
         yield [], None
         return
     if archive.exists():
-        yield [f"-XX:SharedArchiveFile={archive}"], None
+        yield _mapping(archive), None
         return
     try:
         lock = archive.with_suffix(".lock").open("w")
@@ -499,6 +499,11 @@ def _class_sharing(archive: Path | None) -> Iterator[tuple[list[str], Path | Non
             yield [f"-XX:ArchiveClassesAtExit={written}", "-Xlog:cds*=off"], written
         finally:
             written.unlink(missing_ok=True)
+
+
+def _mapping(archive: Path | None) -> list[str]:
+    """The JVM options that map ``archive`` where it exists (none where it does not)."""
+    return [f"-XX:SharedArchiveFile={archive}"] if archive is not None and archive.exists() else []
 
 
 def _keep_archive(written: Path | None, archive: Path | None) -> None:
@@ -854,8 +859,7 @@ class KafkaCluster(AsyncResource):
             )
 
     async def _launch(self, java: str, node: _Node) -> None:
-        archive = _class_archive(java)
-        sharing = [f"-XX:SharedArchiveFile={archive}"] if archive and archive.exists() else []
+        sharing = _mapping(_class_archive(java))
         command = self._java_command(java, "kafka.Kafka", str(node.properties), sharing=sharing)
         # The collector's pauses, wall-clock stamped (a benchmark lines them up with its
         # own slow records: bench.latency --broker-gc-log).

@@ -441,6 +441,8 @@ class BrokerConsumer:
                     continue
                 pc.high_water_mark_offset = p[2]
                 pc.last_stable_offset = p[3]
+                # Where this member's reading of the log ends for now.
+                end = p[3] if read_committed and p[3] >= 0 else p[2]
                 if v5:
                     pc.log_start_offset = p[4]
                 if v11 and p[_REPLICA_AT] >= 0 and p[_REPLICA_AT] != node:
@@ -453,8 +455,7 @@ class BrokerConsumer:
                 if not records:
                     # Named and served nothing: still behind if the log goes on (the
                     # broker filled the answer from other partitions first).
-                    if caught_up:
-                        caught_up = pc._offset >= (p[3] if read_committed and p[3] >= 0 else p[2])
+                    caught_up = caught_up and pc._offset >= end
                     continue
                 fetch_offset = pc._offset
                 try:
@@ -481,9 +482,7 @@ class BrokerConsumer:
                 delivered += 1
                 fetched_records += scanned.count
                 fetched_bytes += scanned.bytes_consumed
-                if caught_up:
-                    end = p[3] if read_committed and p[3] >= 0 else p[2]
-                    caught_up = scanned.next_offset >= end
+                caught_up = caught_up and scanned.next_offset >= end
         self._fetched = (fetched_records, fetched_bytes)
         # An answer near the response cap may have left partitions with records out.
         self._caught_up = caught_up and 2 * fetched_bytes < self._config.consumer.fetch.max_bytes
