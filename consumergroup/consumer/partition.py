@@ -140,6 +140,11 @@ class PartitionConsumer:
         # One past the last message of the last chunk taken from ``_decoding`` (position).
         self._handed = offset
         self._waiter: asyncio.Future[None] | None = None
+        # Taking the last record set made room and woke the fetch task: _take then yields
+        # once, so that task writes its next Fetch before the set is decoded. Set by
+        # _release, cleared by _take; reader only. (_record_sets, which hands whole sets
+        # out, leaves it set until its next wait: one more pass of the loop then.)
+        self._room_made = False
         self._paused = False
         self._closed = False
         # Set by close() only (not by _fail): messages() stops mid-chunk.
@@ -249,9 +254,12 @@ class PartitionConsumer:
                 records = self._next_record_set()
                 if records is None:
                     return None
+                self._handed = records.start  # exact while nothing of it is decoded
                 self._decoding = decoding = records.decode_batches(
                     self._buffer_size, self._bounds, self._refused
                 )
+                if self._room_made:
+                    return None  # _take lets the fetch task write its request first
             try:
                 chunk = next(decoding, None)
             except CorruptMessageError as exc:
@@ -271,6 +279,7 @@ class PartitionConsumer:
         self._queued_bytes -= records.bytes_consumed
         if was_full and not self._full() and not self._paused:
             self._wake_fetcher()
+            self._room_made = True
 
     def _next_record_set(self) -> RecordSet | None:
         """The next buffered record set, undecoded (None when nothing is buffered)."""
@@ -305,6 +314,16 @@ class PartitionConsumer:
             chunk = take()
             if chunk is not None:
                 return chunk
+            if self._room_made:
+                # Taking a record set made room. The fetch task it woke runs only when
+                # this task (and every reader woken with it) awaits, which a reader with
+                # records does not do before its buffer is empty: yield once, so the next
+                # Fetch is written now and its round trip overlaps with the decoding
+                # instead of following it. Nothing of the set was handed out yet, so a
+                # cancellation here loses nothing.
+                self._room_made = False
+                await asyncio.sleep(0)
+                continue
             if self._closed:
                 error, self._error = self._error, None
                 if error is not None:
