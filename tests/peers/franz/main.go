@@ -230,7 +230,7 @@ func main() {
 				o.Mu.Unlock()
 			}
 			if count == 0 {
-				tFirst, nFirst = t, int64(n)
+				tFirst = t
 				if throughput {
 					cpuFirst = peerio.CPUNow()
 				}
@@ -238,6 +238,11 @@ func main() {
 			count += int64(n)
 			tLast = t
 		})
+		if nFirst == 0 {
+			// The steady window leaves out the whole first poll, as the Python peers leave out
+			// their first delivery: its records were fetched and decoded before tFirst.
+			nFirst = count
+		}
 		if throughput && count >= op.Expect && count > 0 {
 			res := map[string]any{
 				"count": count, "n_first": nFirst, "cpu_first": cpuFirst,
