@@ -1,21 +1,38 @@
-"""``dataclass`` with one shared ``__repr__``, ``__eq__`` and ``__hash__`` for every class.
+"""``dataclass`` with one shared ``__repr__``, ``__eq__`` and ``__hash__`` for every class,
+and an ``__init__`` that is not compiled.
 
 The standard library (before Python 3.13) writes each dataclass's ``__init__``,
 ``__repr__``, ``__eq__`` (and a frozen one's ``__hash__``) as source text and compiles it:
 ~1.3 M instructions per class for the repr and eq alone, ~60 M of the consumer path's
 start-up over the package's dataclasses. Here the standard library still builds the class
-(fields, ``__init__``, slots, frozen) and these three methods are shared functions reading
-the class's fields: same results, same ``NotImplemented`` for another class, same ``...``
-for a recursive repr, same hash. Not on any per-message path (a repr, a config compare).
+(fields, slots, frozen) and these three methods are shared functions reading the class's
+fields: same results, same ``NotImplemented`` for another class, same ``...`` for a
+recursive repr, same hash. Not on any per-message path (a repr, a config compare).
 Classes with ``order``/``unsafe_hash`` or their own ``__repr__``/``__eq__``/``__hash__``
 go to the standard library unchanged. mypy sees the standard library's ``dataclass``.
+
+``__init__`` (~0.9 M instructions a class compiled from source, ~25 M over the consumer
+path's classes): one code object per count of parameters, compiled once per process
+(``def __init__(self, a0, a1): fill(self, (a0, a1))``), is given each class's parameter
+names (:meth:`types.CodeType.replace`), defaults and annotations, so Python itself binds
+the arguments (the same signature, the same ``TypeError`` for a missing or unknown
+argument) and a per-class closure stores them in field order, calling a field's
+``default_factory`` when its argument was left out: ``self.name = value``, or
+``object.__setattr__`` for a frozen class, as the standard library's ``__init__`` does.
+A call costs ~1 us more than the compiled one's: nothing made per message uses it (the
+busiest, ``RecordSet``, is made once per partition per fetch). Classes with ``init=False``
+or ``kw_only``, an ``InitVar``, a field out of ``__init__`` or keyword-only, a
+``__post_init__`` or an ``__init__`` of their own keep the standard library's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
 from _thread import get_ident
 from operator import attrgetter
+from types import CellType, CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["dataclass"]
@@ -77,6 +94,119 @@ def _hash(self: Any) -> int:
     return hash(get(self))
 
 
+class _Factory:
+    """The default an ``__init__`` signature shows for a field with a ``default_factory``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"  # as the standard library's signature shows it
+
+
+_FACTORY = _Factory()
+
+
+def _init_code(count: int) -> CodeType:
+    """The code shared by every ``__init__`` of ``count`` parameters (after ``self``),
+    compiled once per process: it hands the arguments, bound by Python, to the class's
+    filler as a tuple. A class renames the parameters (``co_varnames``) and gives its
+    defaults, annotations and filler (a free variable: a class's ``__init__`` keeps its
+    module's globals, for ``typing.get_type_hints``, and no field or global shadows it)."""
+    code = _INIT_CODES.get(count)
+    if code is None:
+        params = "".join(f", __dataclass_arg{i}__" for i in range(count))
+        source = (
+            "def make(__dataclass_fill__):\n"
+            f" def __init__(self{params}):\n"
+            f"  __dataclass_fill__(self, ({params[2:]}{',' if count else ''}))\n"
+            " return __init__\n"
+        )
+        namespace: dict[str, Any] = {}
+        exec(source, namespace)
+        code = _INIT_CODES[count] = namespace["make"](None).__code__
+    return code
+
+
+# Parameter count -> the code of :func:`_init_code`. Filled by whichever thread defines a
+# class first (a race compiles the same code twice).
+_INIT_CODES: dict[int, CodeType] = {}
+
+
+def _filler(names: tuple[str, ...], factories: dict[str, Any], frozen: bool) -> Any:
+    """Stores the arguments (``values``, in field order) as the fields, as the standard
+    library's ``__init__`` does: ``self.name = value``, or ``object.__setattr__`` for a
+    frozen class; a field's ``default_factory`` is called when its argument was left out."""
+    store: Any = object.__setattr__ if frozen else setattr
+    if not factories:
+
+        def fill(self: Any, values: tuple[Any, ...]) -> None:
+            for name, value in zip(names, values, strict=True):
+                store(self, name, value)
+
+        return fill
+
+    def fill_made(self: Any, values: tuple[Any, ...]) -> None:
+        for name, value in zip(names, values, strict=True):
+            if value is _FACTORY:
+                value = factories[name]()
+            store(self, name, value)
+
+    return fill_made
+
+
+def _plain(cls: type) -> bool:
+    """True when ``cls``'s ``__init__`` can be :func:`_shared_init`'s: no ``__init__`` or
+    ``__post_init__`` of its own, no ``InitVar`` or ``KW_ONLY`` annotation, no field (of
+    its own or a base's) left out of ``__init__`` or keyword-only, no field named ``self``
+    or as the shared code's free variables. Otherwise the standard library's (a
+    ``False`` for a class that would do is only slower to define)."""
+    if "__init__" in cls.__dict__ or hasattr(cls, "__post_init__"):
+        return False
+    reserved = {"self", "__dataclass_fill__"}
+    for klass in cls.__mro__:
+        if klass is not cls and not hasattr(klass, "__dataclass_fields__"):
+            continue
+        for name, annotation in inspect.get_annotations(klass).items():
+            text = annotation if isinstance(annotation, str) else repr(annotation)
+            if name in reserved or "InitVar" in text or "KW_ONLY" in text:
+                return False
+            value = klass.__dict__.get(name)
+            if isinstance(value, dataclasses.Field) and (not value.init or value.kw_only is True):
+                return False
+        if klass is not cls and any(not f.init or f.kw_only for f in dataclasses.fields(klass)):
+            return False
+    return True
+
+
+def _shared_init(cls: type, frozen: bool) -> Any:
+    """``cls``'s ``__init__`` made from :func:`_init_code` (``cls`` is :func:`_plain`)."""
+    fields = dataclasses.fields(cls)
+    names = tuple(f.name for f in fields)
+    defaults: list[Any] = []
+    factories: dict[str, Any] = {}
+    for f in fields:
+        if f.default_factory is not dataclasses.MISSING:
+            factories[f.name] = f.default_factory
+            defaults.append(_FACTORY)
+        elif f.default is not dataclasses.MISSING:
+            defaults.append(f.default)
+        elif defaults:  # the standard library's error, word for word
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+    qualname = f"{cls.__qualname__}.__init__"
+    code = _init_code(len(names)).replace(co_varnames=("self", *names), co_qualname=qualname)
+    module = sys.modules.get(cls.__module__)
+    init = FunctionType(
+        code,
+        module.__dict__ if module is not None else {},
+        "__init__",
+        tuple(defaults) or None,
+        (CellType(_filler(names, factories, frozen)),),
+    )
+    init.__qualname__ = qualname
+    init.__annotations__ = {f.name: f.type for f in fields} | {"return": None}
+    return init
+
+
 if TYPE_CHECKING:
     from dataclasses import dataclass as dataclass
 else:
@@ -92,7 +222,18 @@ else:
                 or ("__repr__" in own or "__eq__" in own or "__hash__" in own)
             ):
                 return dataclasses.dataclass(cls, repr=repr, eq=eq, frozen=frozen, **kwargs)
-            new = dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, **kwargs)
+            plain = not kwargs.keys() & {"init", "kw_only"} and _plain(cls)
+            undocumented = plain and not own.get("__doc__")
+            if undocumented:
+                # The library would write the docstring from the signature of an __init__
+                # not made yet (the class has none): written below, once it is.
+                cls.__doc__ = "-"
+            options = {**kwargs, "init": False} if plain else kwargs
+            new = dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, **options)
+            if plain:
+                new.__init__ = _shared_init(new, frozen)
+                if undocumented:  # the library's docstring: the name and the signature
+                    new.__doc__ = new.__name__ + str(inspect.signature(new)).replace(" -> None", "")
             if repr:
                 new.__repr__ = _repr
             if eq:

@@ -1,9 +1,11 @@
 """``consumergroup._dataclass.dataclass`` behaves as the standard library's: the same repr,
-equality, hashing and fields, for every option the package uses."""
+equality, hashing, fields and ``__init__``, for every option the package uses."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import typing
 from dataclasses import field
 from typing import Any
 
@@ -104,3 +106,91 @@ def test_own_methods_kept() -> None:
             return 7
 
     assert repr(Own(1)) == "own" and hash(Own(1)) == 7 and Own(1) == Own(1)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_init_same_as_the_standard_library(options: dict[str, Any]) -> None:
+    """The shared ``__init__``: the same signature, docstring, argument errors, factory
+    calls and annotations as the standard library's compiled one."""
+    ours, theirs = _make(dataclass, options), _make(dataclasses.dataclass, options)
+    for mine, std in zip(ours, theirs, strict=True):
+        assert str(inspect.signature(mine)) == str(inspect.signature(std))
+        assert mine.__init__.__annotations__ == std.__init__.__annotations__
+        assert typing.get_type_hints(mine.__init__) == typing.get_type_hints(std.__init__)
+        assert mine.__init__.__qualname__ == std.__init__.__qualname__.replace(
+            std.__qualname__, mine.__qualname__
+        )
+        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+            ((), {}),
+            ((1, 2, 3, 4, 5, (6,), "c", 8), {}),
+            ((1,), {"nope": 2}),
+            ((1,), {"a": 2}),
+        ]
+        for args, kwargs in calls:
+            errors = []
+            for cls in (mine, std):
+                with pytest.raises(TypeError) as caught:
+                    cls(*args, **kwargs)
+                errors.append(str(caught.value).replace(cls.__qualname__, "Q"))
+            assert errors[0] == errors[1]
+        x, y = mine(1), mine(2)
+        assert x.items == () and (x.a, x.b, x.hidden) == (1, None, 0)
+        assert mine(1, b=[]).b == [] and mine(a=3).a == 3
+        if options.get("frozen"):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                x.a = 5
+        del y
+
+
+def test_init_factories_run_per_instance_and_undocumented_classes() -> None:
+    @dataclass(slots=True)
+    class Undocumented:
+        items: list[int] = field(default_factory=list)
+
+    @dataclasses.dataclass(slots=True)
+    class StdUndocumented:
+        items: list[int] = field(default_factory=list)
+
+    assert "__dataclass_fill__" in Undocumented.__init__.__code__.co_freevars  # the shared one
+    first, second = Undocumented(), Undocumented()
+    first.items.append(1)
+    assert second.items == [] and Undocumented([2]).items == [2]
+    assert Undocumented.__doc__ == StdUndocumented.__doc__.replace(
+        "StdUndocumented", "Undocumented"
+    )
+
+
+def test_init_left_to_the_standard_library() -> None:
+    """A field out of ``__init__``, ``kw_only``, an ``InitVar``, a ``__post_init__`` or an
+    own ``__init__``: the library's ``__init__``, as before; a field without a default
+    after one with: the library's error."""
+
+    @dataclass
+    class Post:
+        a: int
+        seen: int = field(default=0, init=False)
+        extra: dataclasses.InitVar[int] = 1
+
+        def __post_init__(self, extra: int) -> None:
+            self.seen = self.a + extra
+
+    @dataclass(kw_only=True)
+    class KwOnly:
+        a: int
+
+    @dataclass
+    class Own:
+        a: int
+
+        def __init__(self) -> None:
+            self.a = 7
+
+    assert Post(1, 2).seen == 3 and KwOnly(a=1).a == 1 and Own().a == 7
+    for cls in (Post, KwOnly, Own):
+        assert "__dataclass_fill__" not in cls.__init__.__code__.co_freevars
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+        @dataclass
+        class Bad:
+            a: int = 0
+            b: int  # type: ignore[misc]
