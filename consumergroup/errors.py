@@ -8,9 +8,10 @@ same ``retriable`` flag Kafka gives them; :func:`error_for_code` and
 classes describe failures detected by the client itself.
 """
 
+# ruff: noqa: F405  (__all__ names the classes of _codes.py, imported below for type checkers)
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 __all__ = [
     "BrokerIdNotRegisteredError",
@@ -362,6 +363,11 @@ def error_for_code(code: int) -> type[KafkaError]:
     known = _BY_CODE.get(code)
     if known is not None:
         return known
+    from . import _codes  # noqa: F401  (the rest of the table: its classes register their codes)
+
+    known = _BY_CODE.get(code)
+    if known is not None:
+        return known
 
     class _Unknown(UnknownKafkaError, errno=code):
         __doc__ = f"Error code {code} is unknown to this client (the broker may be newer)."
@@ -379,10 +385,6 @@ def raise_for_code(code: int, context: str = "") -> None:
         raise error_for_code(code)(context)
 
 
-class UnknownServerError(KafkaError, errno=-1):
-    """The broker hit an unexpected error while handling the request; see the broker logs."""
-
-
 class OffsetOutOfRangeError(KafkaError, errno=1):
     """The requested offset is outside the range of offsets the broker holds for the partition."""
 
@@ -393,10 +395,6 @@ class CorruptMessageError(KafkaError, errno=2, retriable=True):
 
 class UnknownTopicOrPartitionError(KafkaError, errno=3, retriable=True):
     """This broker does not host the topic-partition (it may not exist, or metadata is stale)."""
-
-
-class InvalidFetchSizeError(KafkaError, errno=4):
-    """The requested fetch size is invalid."""
 
 
 class LeaderNotAvailableError(KafkaError, errno=5, retriable=True):
@@ -411,28 +409,8 @@ class RequestTimedOutError(KafkaError, errno=7, retriable=True):
     """The request timed out."""
 
 
-class BrokerNotAvailableError(KafkaError, errno=8):
-    """The broker is not available."""
-
-
-class ReplicaNotAvailableError(KafkaError, errno=9, retriable=True):
-    """The replica for the requested topic-partition is not available."""
-
-
 class MessageTooLargeError(KafkaError, errno=10):
     """The request contained a message larger than the broker accepts."""
-
-
-class StaleControllerEpochError(KafkaError, errno=11):
-    """The controller has moved to another broker."""
-
-
-class OffsetMetadataTooLargeError(KafkaError, errno=12):
-    """The metadata string attached to the committed offset is too large."""
-
-
-class NetworkError(KafkaError, errno=13, retriable=True):
-    """The broker disconnected before sending a response."""
 
 
 class CoordinatorLoadInProgressError(KafkaError, errno=14, retriable=True):
@@ -447,26 +425,6 @@ class NotCoordinatorError(KafkaError, errno=16, retriable=True):
     """This broker is not the coordinator for the group: look the coordinator up again."""
 
 
-class InvalidTopicError(KafkaError, errno=17):
-    """The request named an invalid topic (an illegal name, or an internal topic)."""
-
-
-class RecordListTooLargeError(KafkaError, errno=18):
-    """The request contained a record batch larger than the broker's segment size."""
-
-
-class NotEnoughReplicasError(KafkaError, errno=19, retriable=True):
-    """Messages were rejected because there are fewer in-sync replicas than required."""
-
-
-class NotEnoughReplicasAfterAppendError(KafkaError, errno=20, retriable=True):
-    """Messages were written, but to fewer in-sync replicas than required."""
-
-
-class InvalidRequiredAcksError(KafkaError, errno=21):
-    """The produce request used an invalid required-acks value."""
-
-
 class IllegalGenerationError(KafkaError, errno=22):
     """The group generation id in the request is not the current one."""
 
@@ -477,50 +435,16 @@ class InconsistentGroupProtocolError(KafkaError, errno=23):
     """
 
 
-class InvalidGroupIdError(KafkaError, errno=24):
-    """The group id is empty or otherwise invalid."""
-
-
 class UnknownMemberIdError(KafkaError, errno=25):
     """The coordinator does not know this member id."""
-
-
-class InvalidSessionTimeoutError(KafkaError, errno=26):
-    """The session timeout is outside the broker's group.min.session.timeout.ms to
-    group.max.session.timeout.ms range.
-    """
 
 
 class RebalanceInProgressError(KafkaError, errno=27):
     """The group is rebalancing: the member must rejoin."""
 
 
-class InvalidCommitOffsetSizeError(KafkaError, errno=28):
-    """The size of the offset commit data is invalid."""
-
-
-class TopicAuthorizationFailedError(KafkaError, errno=29):
-    """Not authorized to access the topic."""
-
-
-class GroupAuthorizationFailedError(KafkaError, errno=30):
-    """Not authorized to access the group."""
-
-
-class ClusterAuthorizationFailedError(KafkaError, errno=31):
-    """Not authorized for this cluster-level operation."""
-
-
-class InvalidTimestampError(KafkaError, errno=32):
-    """The message timestamp is outside the acceptable range."""
-
-
 class UnsupportedSaslMechanismError(KafkaError, errno=33):
     """The broker does not support the requested SASL mechanism."""
-
-
-class IllegalSaslStateError(KafkaError, errno=34):
-    """The request is not valid in the current SASL state."""
 
 
 class UnsupportedVersionError(KafkaError, errno=35):
@@ -529,38 +453,6 @@ class UnsupportedVersionError(KafkaError, errno=35):
 
 class TopicAlreadyExistsError(KafkaError, errno=36):
     """A topic with this name already exists."""
-
-
-class InvalidPartitionsError(KafkaError, errno=37):
-    """The number of partitions is invalid."""
-
-
-class InvalidReplicationFactorError(KafkaError, errno=38):
-    """The replication factor is invalid."""
-
-
-class InvalidReplicaAssignmentError(KafkaError, errno=39):
-    """The replica assignment is invalid."""
-
-
-class InvalidConfigError(KafkaError, errno=40):
-    """The configuration is invalid."""
-
-
-class NotControllerError(KafkaError, errno=41, retriable=True):
-    """This broker is not the cluster controller."""
-
-
-class InvalidRequestError(KafkaError, errno=42):
-    """The request is malformed or was sent to an incompatible broker; see the broker logs."""
-
-
-class UnsupportedForMessageFormatError(KafkaError, errno=43):
-    """The broker's message format version does not support this request."""
-
-
-class PolicyViolationError(KafkaError, errno=44):
-    """The request violates a policy configured on the broker."""
 
 
 class OutOfOrderSequenceNumberError(KafkaError, errno=45):
@@ -579,40 +471,16 @@ class InvalidTxnStateError(KafkaError, errno=48):
     """The transactional operation is invalid in the current transaction state."""
 
 
-class InvalidProducerIdMappingError(KafkaError, errno=49):
-    """The producer id is not currently assigned to this transactional id."""
-
-
-class InvalidTransactionTimeoutError(KafkaError, errno=50):
-    """The transaction timeout exceeds the broker's transaction.max.timeout.ms."""
-
-
 class ConcurrentTransactionsError(KafkaError, errno=51, retriable=True):
     """Another operation on the same transaction is in progress."""
-
-
-class TransactionCoordinatorFencedError(KafkaError, errno=52):
-    """The transaction coordinator that sent the marker is no longer the current one."""
 
 
 class TransactionalIdAuthorizationFailedError(KafkaError, errno=53):
     """Not authorized to use this transactional id."""
 
 
-class SecurityDisabledError(KafkaError, errno=54):
-    """Security features are disabled on the broker."""
-
-
-class OperationNotAttemptedError(KafkaError, errno=55):
-    """The broker skipped this operation because another part of the batched request failed."""
-
-
 class KafkaStorageError(KafkaError, errno=56, retriable=True):
     """The broker hit a disk error while accessing the log."""
-
-
-class LogDirNotFoundError(KafkaError, errno=57):
-    """The requested log directory is not configured on the broker."""
 
 
 class SaslAuthenticationFailedError(KafkaError, errno=58):
@@ -621,38 +489,6 @@ class SaslAuthenticationFailedError(KafkaError, errno=58):
 
 class UnknownProducerIdError(KafkaError, errno=59):
     """The broker has no metadata for this producer id (its records may have expired)."""
-
-
-class ReassignmentInProgressError(KafkaError, errno=60):
-    """A partition reassignment is in progress."""
-
-
-class DelegationTokenAuthDisabledError(KafkaError, errno=61):
-    """Delegation tokens are not enabled."""
-
-
-class DelegationTokenNotFoundError(KafkaError, errno=62):
-    """The delegation token was not found."""
-
-
-class DelegationTokenOwnerMismatchError(KafkaError, errno=63):
-    """The principal is not a valid owner or renewer of the delegation token."""
-
-
-class DelegationTokenRequestNotAllowedError(KafkaError, errno=64):
-    """Delegation token requests are not allowed on this kind of channel."""
-
-
-class DelegationTokenAuthorizationFailedError(KafkaError, errno=65):
-    """Delegation token authorization failed."""
-
-
-class DelegationTokenExpiredError(KafkaError, errno=66):
-    """The delegation token has expired."""
-
-
-class InvalidPrincipalTypeError(KafkaError, errno=67):
-    """The principal type is not supported."""
 
 
 class NonEmptyGroupError(KafkaError, errno=68):
@@ -671,42 +507,12 @@ class InvalidFetchSessionEpochError(KafkaError, errno=71, retriable=True):
     """The fetch session epoch is invalid."""
 
 
-class ListenerNotFoundError(KafkaError, errno=72, retriable=True):
-    """The leader has no listener matching the one the metadata request arrived on."""
-
-
-class TopicDeletionDisabledError(KafkaError, errno=73):
-    """Topic deletion is disabled."""
-
-
 class FencedLeaderEpochError(KafkaError, errno=74, retriable=True):
     """The leader epoch in the request is older than the broker's."""
 
 
-class UnknownLeaderEpochError(KafkaError, errno=75, retriable=True):
-    """The leader epoch in the request is newer than the broker's."""
-
-
-class UnsupportedCompressionTypeError(KafkaError, errno=76):
-    """The client does not support the partition's compression type."""
-
-
-class StaleBrokerEpochError(KafkaError, errno=77):
-    """The broker epoch has changed."""
-
-
-class OffsetNotAvailableError(KafkaError, errno=78, retriable=True):
-    """The new leader's high watermark has not caught up after an election, so offsets are not
-    available yet.
-    """
-
-
 class MemberIdRequiredError(KafkaError, errno=79):
     """The member must join again with the member id the coordinator just assigned."""
-
-
-class PreferredLeaderNotAvailableError(KafkaError, errno=80, retriable=True):
-    """The preferred leader is not available."""
 
 
 class GroupMaxSizeReachedError(KafkaError, errno=81):
@@ -717,112 +523,16 @@ class FencedInstanceIdError(KafkaError, errno=82):
     """Another member with the same group.instance.id has fenced this static member."""
 
 
-class EligibleLeadersNotAvailableError(KafkaError, errno=83, retriable=True):
-    """No eligible leader is available for the partition."""
-
-
-class ElectionNotNeededError(KafkaError, errno=84, retriable=True):
-    """No leader election is needed for the partition."""
-
-
-class NoReassignmentInProgressError(KafkaError, errno=85):
-    """No partition reassignment is in progress."""
-
-
-class GroupSubscribedToTopicError(KafkaError, errno=86):
-    """A topic's offsets cannot be deleted while the group is subscribed to it."""
-
-
-class InvalidRecordError(KafkaError, errno=87):
-    """The broker rejected a record that failed validation."""
-
-
 class UnstableOffsetCommitError(KafkaError, errno=88, retriable=True):
     """Pending transactional offsets must be resolved first."""
-
-
-class ThrottlingQuotaExceededError(KafkaError, errno=89, retriable=True):
-    """The throttling quota was exceeded."""
 
 
 class ProducerFencedError(KafkaError, errno=90):
     """A newer producer with the same transactional id has fenced this one."""
 
 
-class ResourceNotFoundError(KafkaError, errno=91):
-    """The request referred to a resource that does not exist."""
-
-
-class DuplicateResourceError(KafkaError, errno=92):
-    """The request referred to the same resource twice."""
-
-
-class UnacceptableCredentialError(KafkaError, errno=93):
-    """The credential does not meet the acceptability criteria."""
-
-
-class InconsistentVoterSetError(KafkaError, errno=94):
-    """The sender or receiver of a voter-only request is not in the voter set."""
-
-
-class InvalidUpdateVersionError(KafkaError, errno=95):
-    """The update version is invalid."""
-
-
-class FeatureUpdateFailedError(KafkaError, errno=96):
-    """Finalized features could not be updated because of an unexpected server error."""
-
-
-class PrincipalDeserializationFailureError(KafkaError, errno=97):
-    """The request principal could not be deserialized while forwarding."""
-
-
-class SnapshotNotFoundError(KafkaError, errno=98):
-    """The requested snapshot was not found."""
-
-
-class PositionOutOfRangeError(KafkaError, errno=99):
-    """The requested snapshot position is out of range."""
-
-
 class UnknownTopicIdError(KafkaError, errno=100, retriable=True):
     """This broker does not host the topic id."""
-
-
-class DuplicateBrokerRegistrationError(KafkaError, errno=101):
-    """The broker id is already in use."""
-
-
-class BrokerIdNotRegisteredError(KafkaError, errno=102):
-    """The broker id is not registered."""
-
-
-class InconsistentTopicIdError(KafkaError, errno=103, retriable=True):
-    """The log's topic id does not match the one in the request."""
-
-
-class InconsistentClusterIdError(KafkaError, errno=104):
-    """The cluster id in the request does not match the server's."""
-
-
-class TransactionalIdNotFoundError(KafkaError, errno=105):
-    """The transactional id was not found."""
-
-
-class FetchSessionTopicIdError(KafkaError, errno=106, retriable=True):
-    """The fetch session used topic ids inconsistently."""
-
-
-class IneligibleReplicaError(KafkaError, errno=107):
-    """The new in-sync replica set contains an ineligible replica."""
-
-
-class NewLeaderElectedError(KafkaError, errno=108):
-    """The partition state was updated but the leader has changed."""
-
-
-class OffsetMovedToTieredStorageError(KafkaError, errno=109):
-    """The requested offset has moved to tiered storage."""
 
 
 class FencedMemberEpochError(KafkaError, errno=110):
@@ -841,36 +551,8 @@ class StaleMemberEpochError(KafkaError, errno=113):
     """The member epoch is stale: retry once a heartbeat returns the current epoch."""
 
 
-class MismatchedEndpointTypeError(KafkaError, errno=114):
-    """The request was sent to the wrong type of endpoint."""
-
-
-class UnsupportedEndpointTypeError(KafkaError, errno=115):
-    """The endpoint type is not supported yet."""
-
-
-class UnknownControllerIdError(KafkaError, errno=116):
-    """The controller id is unknown."""
-
-
-class UnknownSubscriptionIdError(KafkaError, errno=117):
-    """The telemetry subscription id is invalid or outdated."""
-
-
-class TelemetryTooLargeError(KafkaError, errno=118):
-    """The telemetry push exceeded the broker's size limit."""
-
-
-class InvalidRegistrationError(KafkaError, errno=119):
-    """The controller considers the broker registration invalid."""
-
-
 class TransactionAbortableError(KafkaError, errno=120):
     """The transaction failed on the server: abort it to keep using the transactional id."""
-
-
-class InvalidRecordStateError(KafkaError, errno=121):
-    """The record state is invalid, so the delivery acknowledgement failed."""
 
 
 class ShareSessionNotFoundError(KafkaError, errno=122, retriable=True):
@@ -881,53 +563,26 @@ class InvalidShareSessionEpochError(KafkaError, errno=123, retriable=True):
     """The share session epoch is invalid."""
 
 
-class FencedStateEpochError(KafkaError, errno=124):
-    """The share-group state epoch did not match."""
-
-
-class InvalidVoterKeyError(KafkaError, errno=125):
-    """The voter key does not match the receiving replica's key."""
-
-
-class DuplicateVoterError(KafkaError, errno=126):
-    """The voter is already in the voter set."""
-
-
-class VoterNotFoundError(KafkaError, errno=127):
-    """The voter is not in the voter set."""
-
-
 class InvalidRegularExpressionError(KafkaError, errno=128):
     """The regular expression is invalid."""
 
 
-class RebootstrapRequiredError(KafkaError, errno=129):
-    """The client must look up the cluster's brokers again from its bootstrap addresses."""
+# The classes of the codes this package never names live in ``_codes.py`` and are
+# created on first use (see its docstring): by error_for_code, or by the lookup of a name
+# below. Type checkers and the API reference see them here, through the import.
+if TYPE_CHECKING:
+    from ._codes import *  # noqa: F403
 
 
-class StreamsInvalidTopologyError(KafkaError, errno=130):
-    """The supplied Streams topology is invalid."""
+def __getattr__(name: str) -> Any:
+    if not name.startswith("__") and name in __all__:  # one of _codes.py's classes
+        from . import _codes
+
+        value = getattr(_codes, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class StreamsInvalidTopologyEpochError(KafkaError, errno=131):
-    """The supplied Streams topology epoch is invalid."""
-
-
-class StreamsTopologyFencedError(KafkaError, errno=132):
-    """The Streams topology was updated by another member."""
-
-
-class ShareSessionLimitReachedError(KafkaError, errno=133, retriable=True):
-    """The broker has as many share sessions as ``group.share.max.share.sessions`` allows."""
-
-
-class GroupDeletionFailedError(KafkaError, errno=134):
-    """Deleting the group (or its state) failed; try again later."""
-
-
-class StreamsTopologyDescriptionUpdateFailedError(KafkaError, errno=135):
-    """Updating the Streams topology description failed."""
-
-
-class ControllerIdNotRegisteredError(KafkaError, errno=136):
-    """The controller id is not registered."""
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 from aiokafka import errors as aiokafka_errors
@@ -238,3 +240,41 @@ def test_consumer_error_says_a_cause_once_when_the_message_quotes_it() -> None:
     err = ConsumerError("final commit failed", topic="t", partition=3, cause=kafka_cause)
     assert str(err) == f"error while consuming t/3: final commit failed: {kafka_cause}"
     assert str(err).count("NotCoordinatorError") == 1
+
+
+def test_codes_the_package_never_names_are_classes_of_errors_made_on_first_use() -> None:
+    """``consumergroup._codes`` (loaded by the first lookup): its classes are
+    ``consumergroup.errors``' in every way a program sees, by name or by code."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pickle\n"
+            "import consumergroup.errors as e\n"
+            "assert 'consumergroup._codes' not in sys.modules\n"
+            "assert e.error_for_code(44) is e.PolicyViolationError\n"  # by code
+            "assert 'consumergroup._codes' in sys.modules\n"
+            "assert e.PolicyViolationError.__module__ == 'consumergroup.errors'\n"
+            "exc = pickle.loads(pickle.dumps(e.PolicyViolationError('ctx')))\n"
+            "assert type(exc) is e.PolicyViolationError and str(exc).endswith('ctx')\n"
+            "assert 'VoterNotFoundError' in dir(e)\n",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    by_name = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from consumergroup.errors import DelegationTokenExpiredError as D, KafkaError\n"
+            "from consumergroup.errors import error_for_code\n"
+            "assert issubclass(D, KafkaError) and error_for_code(D.errno) is D\n"
+            "import consumergroup.errors as e\n"
+            "try:\n    e.NoSuchError\nexcept AttributeError as exc:\n"
+            "    assert 'NoSuchError' in str(exc)\nelse:\n    raise SystemExit(1)\n",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert by_name.returncode == 0, by_name.stderr

@@ -82,8 +82,10 @@ CONSUMER_PATH_ADMIN_DENIES = (
 )
 
 #: Loaded by the first use that needs them, not by a consumer's start-up: cramjam (the
-#: first snappy batch), uuid (a KIP-848 member id; it imports platform, ~10 M instructions).
-CONSUMER_PATH_LAZY_DENIES = ("cramjam", "uuid")
+#: first snappy batch), uuid (a KIP-848 member id; it imports platform, ~10 M instructions),
+#: the classes of the error codes the package never names (``consumergroup._codes``: the
+#: first response carrying one, or the first lookup of one by name; ~11 M instructions).
+CONSUMER_PATH_LAZY_DENIES = ("cramjam", "uuid", "consumergroup._codes")
 
 #: Our modules that a consumer (``ConsumerGroup``, ``Consumer``, ``Client``) never needs.
 CONSUMER_PATH_DENIES = (
@@ -237,7 +239,8 @@ def test_cli_summaries_are_the_commands_own() -> None:
 
 @pytest.mark.parametrize(
     "package", ["consumergroup", "consumergroup.balance", "consumergroup.consumer",
-                "consumergroup.group", "consumergroup.net", "consumergroup.cli"]
+                "consumergroup.group", "consumergroup.net", "consumergroup.cli",
+                "consumergroup.errors"]
 )
 def test_every_public_name_resolves(package: str) -> None:
     """Each name of ``__all__`` loads (lazily or not), is listed by ``dir`` and lives where
