@@ -23,6 +23,11 @@ A call costs ~1 us more than the compiled one's: nothing made per message uses i
 busiest, ``RecordSet``, is made once per partition per fetch). Classes with ``init=False``
 or ``kw_only``, an ``InitVar``, a field out of ``__init__`` or keyword-only, a
 ``__post_init__`` or an ``__init__`` of their own keep the standard library's.
+
+A frozen class's ``__setattr__``/``__delattr__`` (two more compiled methods, ~1.2 M) are
+closures too (:func:`_freeze`), where no other class of its hierarchy is a dataclass:
+the same :class:`dataclasses.FrozenInstanceError`, ``__dataclass_params__.frozen``, and,
+with ``slots``, the library's ``__getstate__``/``__setstate__`` for pickle and ``copy``.
 """
 
 from __future__ import annotations
@@ -154,6 +159,43 @@ def _filler(names: tuple[str, ...], factories: dict[str, Any], frozen: bool) -> 
     return fill_made
 
 
+def _freeze(cls: Any, slots: bool) -> None:
+    """Make ``cls`` (built by the library as not frozen) frozen as the library does: its
+    ``__setattr__``/``__delattr__`` refuse the fields (and any attribute of the class
+    itself) with :class:`dataclasses.FrozenInstanceError`, closures rather than methods
+    compiled per class; ``__dataclass_params__.frozen`` set, as subclasses check it; with
+    ``slots``, the library's ``__getstate__``/``__setstate__``, with which pickle and
+    ``copy`` restore the fields past ``__setattr__``."""
+    names = frozenset(f.name for f in dataclasses.fields(cls))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for method in (__setattr__, __delattr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)
+    cls.__dataclass_params__.frozen = True
+    if slots:
+        cls.__getstate__ = _slots_getstate
+        cls.__setstate__ = _slots_setstate
+
+
+def _slots_getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _slots_setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(dataclasses.fields(self), state, strict=False):
+        object.__setattr__(self, f.name, value)  # past the frozen __setattr__
+
+
 def _plain(cls: type) -> bool:
     """True when ``cls``'s ``__init__`` can be :func:`_shared_init`'s: no ``__init__`` or
     ``__post_init__`` of its own, no ``InitVar`` or ``KW_ONLY`` annotation, no field (of
@@ -229,7 +271,21 @@ else:
                 # not made yet (the class has none): written below, once it is.
                 cls.__doc__ = "-"
             options = {**kwargs, "init": False} if plain else kwargs
-            new = dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, **options)
+            # A frozen class's __setattr__/__delattr__ shared too, where nothing else in
+            # its hierarchy is a dataclass (the library checks frozen against the bases)
+            # and it has none of its own (the library's error for those).
+            shared_frozen = (
+                frozen
+                and plain
+                and not any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
+                and "__setattr__" not in own
+                and "__delattr__" not in own
+            )
+            new = dataclasses.dataclass(
+                cls, repr=False, eq=False, frozen=frozen and not shared_frozen, **options
+            )
+            if shared_frozen:
+                _freeze(new, slots=bool(kwargs.get("slots")))
             if plain:
                 new.__init__ = _shared_init(new, frozen)
                 if undocumented:  # the library's docstring: the name and the signature

@@ -3,8 +3,10 @@ equality, hashing, fields and ``__init__``, for every option the package uses.""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 import typing
 from dataclasses import field
 from typing import Any
@@ -194,3 +196,69 @@ def test_init_left_to_the_standard_library() -> None:
         class Bad:
             a: int = 0
             b: int  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class FrozenOurs:
+    a: int
+    b: Any = None
+    items: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenStd:
+    a: int
+    b: Any = None
+    items: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class FrozenSlotsOurs:
+    a: int
+    b: Any = None
+    items: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrozenSlotsStd:
+    a: int
+    b: Any = None
+    items: tuple[int, ...] = field(default_factory=tuple)
+
+
+@pytest.mark.parametrize(
+    ("mine", "std"),
+    [(FrozenOurs, FrozenStd), (FrozenSlotsOurs, FrozenSlotsStd)],
+    ids=["dict", "slots"],
+)
+def test_frozen_same_as_the_standard_library(mine: Any, std: Any) -> None:
+    """A frozen class's shared ``__setattr__``/``__delattr__``: the same refusals, and it
+    copies, pickles, hashes and subclasses as the library's frozen class does."""
+    assert "__dataclass_fill__" in mine.__init__.__code__.co_freevars  # the shared path
+    assert "<string>" not in mine.__setattr__.__code__.co_filename
+    assert mine.__dataclass_params__.frozen and std.__dataclass_params__.frozen
+    for cls in (mine, std):
+        x = cls(1, [2], items=(3,))
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'a'"):
+            x.a = 5
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'b'"):
+            del x.b
+        for again in (copy.copy(x), copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+            assert again == x and again is not x
+        assert hash(cls(1, 2)) == hash(cls(1, 2)) and dataclasses.replace(x, a=9).a == 9
+    # Not a field, on the dataclass itself: refused (Python 3.11's own slotted frozen class
+    # raises a TypeError from its super() call there instead).
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'new'"):
+        mine(1).new = 1
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+
+        @dataclass
+        class Thawed(mine):  # type: ignore[misc,valid-type]
+            d: int = 0
+
+    @dataclass(frozen=True)
+    class Deeper(mine):  # type: ignore[misc,valid-type]
+        d: int = 0
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Deeper(1).d = 2
