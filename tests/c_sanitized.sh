@@ -38,4 +38,5 @@ LD_PRELOAD=$(gcc -print-file-name=libasan.so) PYTHONMALLOC=malloc \
     -k "not no_leaks and not fuzzed and not c_and_fallback_agree and not equal_the_message_path and not within_the_stated_bound and not yields_what_the_whole" \
     tests/unit/test_crecords.py tests/unit/test_spark_columns.py tests/unit/test_inflate.py \
     tests/unit/test_message_stream.py tests/unit/test_decode_safety.py \
-    tests/unit/test_offset_marks.py tests/unit/test_producer_parts.py
+    tests/unit/test_offset_marks.py tests/unit/test_producer_parts.py \
+    tests/unit/test_untracked_messages.py

@@ -76,6 +76,33 @@ msg_setattro(PyObject *self, PyObject *name, PyObject *value)
     return 0;
 }
 
+/* A message's deallocation, subtype_dealloc's work for a class that has nothing but object
+ * slots (no __del__, no __weakref__, no __dict__: bind() checks): clear the slots, free.
+ * subtype_dealloc does the same after checks for what such a class lacks, and took ~11 %
+ * of a fetching member's CPU. A subclass's instances reach it through their own
+ * subtype_dealloc (which clears the subclass's slots first), as they reach any base's
+ * tp_dealloc. The trashcan bounds the C stack when freeing one message frees a chain of
+ * others (values users assigned). */
+static void
+msg_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyTypeObject *owner = type; /* the class whose slots these are */
+    while (owner->tp_dealloc != msg_dealloc) {
+        owner = owner->tp_base;
+    }
+    PyObject_GC_UnTrack(self);
+    Py_TRASHCAN_BEGIN(self, msg_dealloc)
+    for (PyMemberDef *member = owner->tp_members; member->name != NULL; member++) {
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
+            Py_CLEAR(*(PyObject **)((char *)self + member->offset));
+        }
+    }
+    type->tp_free(self);
+    Py_DECREF(type);
+    Py_TRASHCAN_END
+}
+
 static module_state *
 get_state(PyObject *module)
 {
@@ -813,6 +840,10 @@ bind(PyObject *module, PyObject *cls)
         PyType_Modified(type);
     }
     st->untrack = type->tp_setattro == msg_setattro;
+    if (type->tp_finalize == NULL && type->tp_del == NULL && type->tp_weaklistoffset == 0 &&
+        type->tp_dictoffset == 0 && (type->tp_flags & Py_TPFLAGS_HAVE_GC)) {
+        type->tp_dealloc = msg_dealloc;
+    }
     Py_INCREF(cls);
     Py_XSETREF(st->msg_type, type);
     Py_RETURN_NONE;

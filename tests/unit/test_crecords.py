@@ -444,6 +444,27 @@ def test_layout_mismatch_warns_and_falls_back(monkeypatch: pytest.MonkeyPatch) -
     c_decoder()  # bound to ConsumerMessage again for the other tests
 
 
+def test_a_bound_class_with_a_finalizer_keeps_it() -> None:
+    """bind() gives the class its lean deallocation only when there is nothing more to
+    run: a class with ``__del__`` keeps CPython's, and its finalizer runs."""
+    decode_v2 = c_decoder()
+    ended: list[int] = []
+    with_del = type(
+        "_WithDel", (), {"__slots__": _SLOTS, "__del__": lambda m: ended.append(m.offset)}
+    )
+    module = sys.modules[decode_v2.__module__]
+    try:
+        module.bind(with_del)
+        ((m,), _, _) = decode_v2(
+            b"\x0c\x00\x00\x00\x01\x01\x00", 0, 0, 1, 7, 0, 0, False, "t", 0, 0, 0
+        )
+        assert type(m) is with_del
+        del m
+        assert ended == [7]
+    finally:
+        module.bind(ConsumerMessage)
+
+
 # --- memory ----------------------------------------------------------------------------
 
 
