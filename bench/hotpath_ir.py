@@ -79,6 +79,9 @@ class _Ready:
         self.count = sum(map(len, lists))
         self.bytes_consumed = 0
 
+    def decode_whole(self, _limit: int) -> None:
+        return None  # several lists: read through decode_batches
+
     def decode_batches(self, *_args: object) -> Iterator[list[Any]]:
         lists = self._lists
         while lists:

@@ -150,6 +150,8 @@ class BrokerConsumer:
         # run() only: one request at a time, so plan and outcome never interleave.
         self._session = FetchSession()
         self._session_conn: BrokerConnection | None = None
+        # Whether that connection speaks Fetch v12+ (requests carry last fetched epochs).
+        self._send_epochs = False
         # partition -> (fetch offset, leader epoch of the batch just before it): sent as
         # last_fetched_epoch (Fetch v12+) while the partition's position is still that
         # offset (a seek or a reset makes it unknown). Seeded from the partition's own
@@ -266,8 +268,9 @@ class BrokerConsumer:
             if conn is not self._session_conn:  # a dropped connection ends the session
                 session.reset()
                 self._session_conn = conn
-            # last_fetched_epoch exists from Fetch v12 on (KIP-320 divergence checks).
-            epochs = self._epochs if (conn.version(1) or 0) >= 12 else None
+                # last_fetched_epoch exists from Fetch v12 on (KIP-320 divergence checks).
+                self._send_epochs = (conn.version(1) or 0) >= 12
+            epochs = self._epochs if self._send_epochs else None
             plan = session.plan(chosen, epochs)
             sent = time.monotonic()
             resp = await conn.send(
@@ -427,6 +430,8 @@ class BrokerConsumer:
             self._fetched = (0, 0)
             return None
         subs = self._subs
+        fetch = self._config.consumer.fetch
+        check_crcs = fetch.check_crcs
         delivered = fetched_records = fetched_bytes = 0
         caught_up = True
         v5, v11, v12 = version >= 5, version >= 11, version >= 12
@@ -466,7 +471,7 @@ class BrokerConsumer:
                         fetch_offset,
                         read_committed=read_committed,
                         aborted_transactions=p[aborted_at] if read_committed else None,
-                        check_crcs=self._config.consumer.fetch.check_crcs,
+                        check_crcs=check_crcs,
                     )
                 except CorruptMessageError as exc:
                     # Refetching returns the same bytes: end this partition, not its mates.
@@ -476,7 +481,7 @@ class BrokerConsumer:
                     self._grow(pc, records)
                     caught_up = False
                     continue
-                pc._fetch_size = self._config.consumer.fetch.default
+                pc._fetch_size = fetch.default
                 self._learn(pc, scanned.next_offset, _note_epochs(pc, records, scanned.next_offset))
                 pc._deliver(scanned)
                 delivered += 1
@@ -485,7 +490,7 @@ class BrokerConsumer:
                 caught_up = caught_up and scanned.next_offset >= end
         self._fetched = (fetched_records, fetched_bytes)
         # An answer near the response cap may have left partitions with records out.
-        self._caught_up = caught_up and 2 * fetched_bytes < self._config.consumer.fetch.max_bytes
+        self._caught_up = caught_up and 2 * fetched_bytes < fetch.max_bytes
         return delivered
 
     def _grow(self, pc: PartitionConsumer, records: Any) -> None:

@@ -133,24 +133,34 @@ class FetchSession:
                     entries.append((pc.partition, offset, pc._fetch_size, epoch))
             self._sent, self._full = None, by_topic
             return FetchPlan(self.session_id, INITIAL_EPOCH, list(by_topic.items()), [], True)
+        # Runs every round (one per answer when caught up) over every partition, most of
+        # them unchanged: the session's content is updated in place, the epoch lookup is
+        # inlined, and the partitions that left are only looked for when some of the
+        # session's were not named again.
         sent = self._content()
-        wanted: dict[Key, Params] = {}
+        get_epoch = epochs.get if epochs is not None else None
         for pc in partitions:
             key = (pc.topic, pc.partition)
             offset = pc._offset
             # The epoch is part of what the broker holds: after a diverging-epoch answer
             # only it changes, and an unsent change would be answered "diverging" forever.
-            epoch = -1 if epochs is None else _epoch_at(epochs.get(pc), offset)
-            params = wanted[key] = (offset, pc._fetch_size, epoch)
-            if sent.get(key) != params:
-                entry = (
-                    (pc.partition, *params) if epochs is not None else (pc.partition, *params[:2])
-                )
-                by_topic.setdefault(pc.topic, []).append(entry)
-        self._sent = wanted
+            epoch = -1
+            if get_epoch is not None:
+                known = get_epoch(pc)
+                if known is not None and known[0] == offset:
+                    epoch = known[1]
+            params = (offset, pc._fetch_size, epoch)
+            if sent.get(key) == params:
+                continue
+            sent[key] = params
+            entry = (pc.partition, *params) if epochs is not None else (pc.partition, *params[:2])
+            by_topic.setdefault(pc.topic, []).append(entry)
         gone: dict[str, list[int]] = {}
-        for t, partition in sent.keys() - wanted.keys():
-            gone.setdefault(t, []).append(partition)
+        if len(sent) > len(partitions):  # some were not named again
+            keys = {(pc.topic, pc.partition) for pc in partitions}
+            for key in [key for key in sent if key not in keys]:
+                del sent[key]
+                gone.setdefault(key[0], []).append(key[1])
         return FetchPlan(
             self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
         )

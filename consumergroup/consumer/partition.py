@@ -249,27 +249,36 @@ class PartitionConsumer:
     def _next_chunk(self) -> list[ConsumerMessage] | None:
         """Decode the next buffered record batch (None when nothing is buffered)."""
         while True:
-            decoding = self._decoding
-            if decoding is None:
-                records = self._next_record_set()
-                if records is None:
-                    return None
-                self._handed = records.start  # exact while nothing of it is decoded
-                self._decoding = decoding = records.decode_batches(
-                    self._buffer_size, self._bounds, self._refused
-                )
-                if self._room_made:
-                    return None  # _take lets the fetch task write its request first
             try:
-                chunk = next(decoding, None)
+                decoding = self._decoding
+                if decoding is not None:
+                    chunk = next(decoding, None)
+                else:
+                    records = self._next_record_set()
+                    if records is None:
+                        return None
+                    self._handed = records.start  # exact while nothing of it is decoded
+                    room_made = self._room_made
+                    chunk = None if room_made else records.decode_whole(self._buffer_size)
+                    if chunk is None:
+                        self._decoding = decoding = records.decode_batches(
+                            self._buffer_size, self._bounds, self._refused
+                        )
+                        if room_made:
+                            return None  # _take lets the fetch task write its request first
+                        chunk = next(decoding, None)
+                    elif chunk:
+                        # Decoded whole: nothing is left of it, but until the reader asks
+                        # again its position is past this chunk, as with decode_batches.
+                        self._decoding = _DECODED
             except CorruptMessageError as exc:
                 # Refetching returns the same bytes: the partition cannot go on.
                 self._drop_buffer()
                 self._fail_with("cannot decode fetched records", exc)
                 return None
-            if chunk is not None:
+            if chunk:  # decode_batches never yields an empty list; decode_whole may
                 self._handed = chunk[-1].offset + 1  # for position, per chunk
-                return chunk  # decode_batches never yields an empty list
+                return chunk
             self._decoding = None
 
     def _release(self, records: RecordSet) -> None:
@@ -471,6 +480,10 @@ class PartitionConsumer:
             self._closed = True
             self._wake_reader()
             self._on_close(self)
+
+
+#: ``_decoding`` of a record set decoded whole (RecordSet.decode_whole): already exhausted.
+_DECODED: Iterator[list[ConsumerMessage]] = iter(())
 
 
 def _noop() -> None:

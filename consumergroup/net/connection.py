@@ -116,6 +116,10 @@ def _set_keepalive(sock: socket.socket | None) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
+class _Expired(Exception):
+    """Set on a request's future when its deadline passes (see BrokerConnection._expire)."""
+
+
 class _FrameProtocol(asyncio.BufferedProtocol):
     """Splits the byte stream into size-prefixed frames for the connection.
 
@@ -269,6 +273,14 @@ class BrokerConnection:
         self._config = config
         # Owned by the event loop; written by send() (add) and _on_frame/_fail (remove).
         self._inflight: dict[int, asyncio.Future[Frame]] = {}
+        # When each waiting request times out (loop time), by correlation id; _request
+        # adds and removes its own entry. One timer serves them all (_expire): armed for
+        # the earliest deadline, moved only when a request's deadline comes sooner, so a
+        # request pays a dict entry, not a timer scheduled and cancelled in the loop's
+        # heap (a Fetch answered every millisecond paid that for a 30 s bound that
+        # almost never fires). _expire and _fail clear it.
+        self._deadlines: dict[int, float] = {}
+        self._deadline_timer: asyncio.TimerHandle | None = None
         self._next_id = 0
         self._slots = asyncio.Semaphore(config.net.max_open_requests)
         self._protocol: _FrameProtocol | None = None
@@ -578,14 +590,18 @@ class BrokerConnection:
         assert self._protocol is not None
         protocol = self._protocol
         cid = self._write(struct_)
-        fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Frame] = loop.create_future()
         self._inflight[cid] = fut  # no callback runs before the next await
         try:
             if not protocol.writable.is_set():
                 await self._drain(protocol)
-            async with asyncio.timeout(timeout):
-                return await fut
-        except TimeoutError:
+            deadline = self._deadlines[cid] = loop.time() + timeout
+            timer = self._deadline_timer
+            if timer is None or deadline < timer.when():
+                self._arm_deadline(loop, deadline)
+            return await fut
+        except _Expired:
             # No answer: the peer or the path may be gone without a FIN (half-open).
             # Retire the connection so the next request redials instead of waiting
             # out the same silence; the other waiters fail retriably now.
@@ -598,6 +614,29 @@ class BrokerConnection:
             raise error from None
         finally:
             self._inflight.pop(cid, None)
+            self._deadlines.pop(cid, None)
+
+    def _arm_deadline(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        """The deadline timer: fail the requests whose time is up (their callers raise
+        RequestTimedOutError) and re-arm for the earliest one still waiting."""
+        self._deadline_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest = math.inf
+        for cid, deadline in self._deadlines.items():
+            if deadline <= now:
+                fut = self._inflight.get(cid)
+                if fut is not None and not fut.done():
+                    fut.set_exception(_Expired())
+            else:
+                earliest = min(earliest, deadline)
+        if earliest < math.inf:
+            self._arm_deadline(loop, earliest)
 
     # ------------------------------------------------------------ authentication
 
@@ -710,6 +749,9 @@ class BrokerConnection:
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
             self._reauth_timer = None
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         if self._reauth_task is not None:
             self._reauth_task.cancel()
         reauth, self._reauth = self._reauth, None

@@ -31,6 +31,7 @@ accepts, this one decodes to the same values (fuzz-tested against it).
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -76,10 +77,14 @@ _NO_TAGS = b"\x00"
 Topics = Sequence[tuple[str, Sequence[tuple[int, ...]]]]
 
 
+# The one-byte unsigned varints: nearly every count and length of a request.
+_SHORT_UVARINTS = tuple(bytes((i,)) for i in range(0x80))
+
+
 def _uvarint_bytes(value: int) -> bytes:
     """``value`` (>= 0) as an unsigned varint."""
     if value < 0x80:
-        return bytes((value,))
+        return _SHORT_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -88,7 +93,10 @@ def _uvarint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
+@functools.lru_cache(maxsize=256)
 def _string(text: str, flexible: bool) -> bytes:
+    # Cached: a Fetch names the same few topics round after round, every few
+    # milliseconds when caught up.
     data = text.encode()
     return (_uvarint_bytes(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
@@ -107,13 +115,15 @@ class FetchFrame:
         self.API_VERSION = version
         self.body = body
 
-    def frame(self, correlation_id: int, client_id: str) -> bytes:
-        """Request header + body, without the int32 size prefix."""
+    def frame(self, correlation_id: int, client_id: str, *, sized: bool = False) -> bytes:
+        """Request header + body (``sized``: after the int32 size prefix, in one join)."""
         client = client_id.encode()
         header = _HEADER.pack(self.API_KEY, self.API_VERSION, correlation_id, len(client))
-        if self.API_VERSION >= _FLEXIBLE:  # header v2: tagged fields after the client id
-            return b"".join((header, client, _NO_TAGS, self.body))
-        return b"".join((header, client, self.body))
+        tags = _NO_TAGS if self.API_VERSION >= _FLEXIBLE else b""  # header v2's tagged fields
+        if not sized:
+            return b"".join((header, client, tags, self.body))
+        size = _I32.pack(len(header) + len(client) + len(tags) + len(self.body))
+        return b"".join((size, header, client, tags, self.body))
 
     def __repr__(self) -> str:
         return f"<FetchFrame v{self.API_VERSION} {len(self.body)} bytes>"
@@ -427,17 +437,30 @@ def _skip_tags(view: memoryview, pos: int, size: int) -> int:
 
 def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
     """Fetch v12: response header v1, compact arrays and strings, tagged fields."""
+    # Decoded once per answer, every few milliseconds when caught up: the counts and
+    # lengths below are single-byte varints but in huge answers, and empty tagged-field
+    # sections a single zero, so each is read inline and _uvarint/_skip_tags called only
+    # when it is longer.
     size = len(view)
-    pos = _skip_tags(view, 4, size)  # correlation id, then the header's tagged fields
+    # The correlation id, then the header's tagged fields.
+    pos = 5 if view[4] == 0 else _skip_tags(view, 4, size)
     throttle, error, session = _V7_HEAD.unpack_from(view, pos)
     pos += _V7_HEAD.size
-    n_topics, pos = _uvarint(view, pos)
+    n_topics = view[pos]
+    if n_topics < 0x80:
+        pos += 1
+    else:
+        n_topics, pos = _uvarint(view, pos)
     topics: list[tuple[str | None, list[tuple[Any, ...]] | None]] | None = (
         None if n_topics == 0 else []
     )
     unpack_i32 = _I32.unpack_from
     for _ in range(n_topics - 1):
-        name_len, pos = _uvarint(view, pos)
+        name_len = view[pos]
+        if name_len < 0x80:
+            pos += 1
+        else:
+            name_len, pos = _uvarint(view, pos)
         name: str | None = None
         if name_len:
             end = pos + name_len - 1
@@ -445,7 +468,11 @@ def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
                 raise _Underrun("topic name runs past the end of the frame")
             name = str(view[pos:end], "utf-8")
             pos = end
-        n_parts, pos = _uvarint(view, pos)
+        n_parts = view[pos]
+        if n_parts < 0x80:
+            pos += 1
+        else:
+            n_parts, pos = _uvarint(view, pos)
         parts: list[tuple[Any, ...]] | None = None if n_parts == 0 else []
         for _ in range(n_parts - 1):
             # A valid entry has at least 37 bytes (the tagged-field count follows these).
@@ -525,8 +552,9 @@ def _decode_flexible(version: int, view: memoryview) -> FetchResponse:
                     records,
                 )
             )
-        pos = _skip_tags(view, pos, size)
+        pos = pos + 1 if view[pos] == 0 else _skip_tags(view, pos, size)
         assert topics is not None  # n_topics > 1 here
         topics.append((name, parts))
-    _skip_tags(view, pos, size)
+    if view[pos] != 0:
+        _skip_tags(view, pos, size)
     return FetchResponse(version, throttle, error, session, topics)

@@ -177,8 +177,8 @@ _SIZE = _struct.Struct(">i")
 
 def sized_request(struct: AnyRequestStruct, correlation_id: int, client_id: str) -> bytes:
     """What goes on the wire for one request: the int32 size, then :func:`encode_request`'s
-    bytes (a Produce request's joined with its size, so its batches are copied once)."""
-    if isinstance(struct, ProduceFrame):
+    bytes (a Produce or Fetch request's joined with its size: copied once)."""
+    if isinstance(struct, (FetchFrame, ProduceFrame)):
         return struct.frame(correlation_id, client_id, sized=True)
     data = encode_request(struct, correlation_id, client_id)
     return _SIZE.pack(len(data)) + data

@@ -559,3 +559,42 @@ def test_record_set_decodes_in_lists_of_at_most_limit(readers: str) -> None:
     assert [len(c) for c in whole] == [600]
     exact = records_module.scan_records(TOPIC, PARTITION, v2_batch(recs(0, 512)), 0)
     assert [len(c) for c in exact.decode_batches(256)] == [256, 256]
+
+
+@pytest.mark.parametrize(
+    ("data", "start", "limit", "whole"),
+    [
+        (v2_batch(recs(0, 1)), 0, 256, True),
+        (v2_batch(recs(0, 40)), 0, 0, True),
+        (v2_batch(recs(0, 40)), 25, 256, True),  # from inside the batch
+        (v2_batch(recs(0, 3), log_append_time=TS + 99), 0, 256, True),
+        (v2_batch(recs(0, 256)), 0, 256, True),  # exactly the limit
+        (v2_batch(recs(0, 257)), 0, 256, False),  # more: decoded in lists of the limit
+        (v2_batch(recs(0, 3), GZIP), 0, 256, False),  # compressed: decoded in windows
+        (v2_batch(recs(0, 2)) + v2_batch(recs(2, 2)), 0, 256, False),  # two batches
+        (legacy_set(1, recs(0, 2)), 0, 256, False),
+    ],
+)
+def test_a_record_set_decoded_whole_equals_its_batches(
+    readers: str, data: bytes, start: int, limit: int, whole: bool
+) -> None:
+    """The fetch path decodes a record set that is one plain v2 batch (a caught-up
+    partition's usual answer) in one call: the same messages as decode_batches; any
+    other record set is left to decode_batches."""
+    rs = records_module.scan_records(TOPIC, PARTITION, data, start)
+    want = [m for chunk in rs.decode_batches(limit) for m in chunk]
+    got = rs.decode_whole(limit)
+    assert (got is not None) == whole
+    if whole:
+        assert got == want
+
+
+def test_a_corrupt_record_set_decoded_whole_raises_as_its_batches(readers: str) -> None:
+    rs = records_module.scan_records(
+        TOPIC, PARTITION, _with_record_count(v2_batch(recs(0, 2)), 3), 0
+    )
+    with pytest.raises(CorruptMessageError, match="cannot decode") as info:
+        rs.decode_whole(256)
+    assert f"{TOPIC}[{PARTITION}]" in str(info.value)
+    with pytest.raises(CorruptMessageError, match="cannot decode"):
+        list(rs.decode_batches(256))
