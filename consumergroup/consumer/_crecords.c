@@ -814,6 +814,27 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(frame_buffer_doc,
+"frame_buffer(size)\n"
+"\n"
+"A bytearray of `size` bytes that are not zeroed: for a buffer written whole before any of\n"
+"it is read (a response frame the socket fills). bytearray(size) writes `size` zero bytes\n"
+"first, a pass over every fetched byte.");
+
+static PyObject *
+frame_buffer(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 PyDoc_STRVAR(bind_doc,
 "bind(cls)\n"
 "\n"
@@ -853,6 +874,7 @@ static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, decode_v2_doc},
     {"decode_v2_columns", decode_v2_columns, METH_VARARGS, decode_v2_columns_doc},
     {"bind", bind, METH_O, bind_doc},
+    {"frame_buffer", frame_buffer, METH_O, frame_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,9 @@ from typing_extensions import Buffer
 
 from consumergroup.message import ConsumerMessage
 
+def frame_buffer(size: int, /) -> bytearray:
+    """A bytearray of ``size`` bytes, not zeroed (written whole before it is read)."""
+
 def bind(cls: type[ConsumerMessage], /) -> None:
     """Use ``cls`` for decoded messages; TypeError when its slots are not the 8 fields."""
 

@@ -444,6 +444,21 @@ def test_layout_mismatch_warns_and_falls_back(monkeypatch: pytest.MonkeyPatch) -
     c_decoder()  # bound to ConsumerMessage again for the other tests
 
 
+def test_frame_buffer_is_a_writable_bytearray_of_its_size() -> None:
+    """The connection's buffer for a large frame (not zeroed: the socket fills it)."""
+    module = sys.modules[c_decoder().__module__]
+    for size in (0, 1, 65_537, 3 << 20):
+        buffer = module.frame_buffer(size)
+        assert type(buffer) is bytearray and len(buffer) == size
+        buffer[:] = bytes(size)  # writable through the buffer protocol, as recv_into writes
+        memoryview(buffer)[size // 2 :] = b"\x01" * (size - size // 2)
+        assert buffer.count(1) == size - size // 2
+    with pytest.raises(ValueError):
+        module.frame_buffer(-1)
+    with pytest.raises(TypeError):
+        module.frame_buffer(1.5)
+
+
 def test_a_bound_class_with_a_finalizer_keeps_it() -> None:
     """bind() gives the class its lean deallocation only when there is nothing more to
     run: a class with ``__del__`` keeps CPython's, and its finalizer runs."""
