@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataResponse_v1
 
 from consumergroup.errors import UnsupportedVersionError
+from consumergroup.net import api_versions
 from consumergroup.net.protocol import (
     API_NAMES,
     ApiVersionsRequest,
@@ -130,3 +132,16 @@ def test_api_versions_v0_to_v2_are_aiokafkas_on_the_wire(version: int) -> None:
     ours = decode_response(built, body)
     assert ours.to_object() == decode_response(theirs[version](), body).to_object()
     assert [tuple(v) for v in ours.api_versions] == [(1, 4, 17), (18, 0, 4)]
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["0.1.0", "0.1.0.dev1+g12ab", "1.0 beta", "é1.0", "+++", "", "-.a.-", "1", "..9..", "a_b"],
+)
+def test_software_version_matches_kip_511(version: str) -> None:
+    """What ApiVersions v3 sends as ``client_software_version``: Kafka's pattern holds, and
+    it is what a substitution of the other characters and a strip of ``-``/``.`` give."""
+    sent = api_versions.software_version(version)
+    assert re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?", sent)
+    cleaned = re.sub(r"[^a-zA-Z0-9\-.]", "-", version).strip("-.")
+    assert sent == (cleaned or "unknown")
