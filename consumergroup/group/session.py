@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -59,8 +60,6 @@ from ..errors import (
 )
 from ..retry import REJOIN
 from . import session_tasks
-from .consumer_heartbeat import ConsumerHeartbeat
-from .consumer_membership import ConsumerMembership
 from .ending import EndCause
 from .logs import GroupLogger
 from .reconciler import HookFn, OpenClaims, Reconciler, Runaway, claim_on_stack
@@ -70,6 +69,8 @@ from .transaction import AbortStreak, GroupTransaction
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from ..client import Client
     from ..config import Config
     from ..consumer.consumer import Consumer
@@ -78,7 +79,8 @@ if TYPE_CHECKING:
     from ..producer.metadata import RecordMetadata
     from ..producer.producer import Producer
     from ..producer.transactions import GroupMetadata
-    from .consumer_membership import Subscription
+    from .consumer_heartbeat import ConsumerHeartbeat
+    from .consumer_membership import ConsumerMembership, Subscription
     from .membership import Generation, Membership
     from .offsets import OffsetManager
     from .roles import ClaimHandler
@@ -88,6 +90,16 @@ __all__ = ["ConsumerGroupSession", "EndCause", "HookFn"]
 _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+def speaks_kip848(membership: object) -> TypeIs[ConsumerMembership]:
+    """``isinstance(membership, ConsumerMembership)`` without importing its module: the
+    consumer protocol's membership, heartbeat and codecs (KIP-848) load with the first
+    member that speaks it, and until then nothing is one."""
+    module = sys.modules.get(f"{__package__}.consumer_membership")
+    return module is not None and isinstance(membership, module.ConsumerMembership)
+
+
 ErrorSink = Callable[[ConsumerError], None]
 
 
@@ -190,7 +202,9 @@ class ConsumerGroupSession:
         # rejoin (classic protocol), or the consumer protocol's heartbeat (KIP-848).
         self._rejoin: CooperativeRejoin | None = None
         self._consumer_heartbeat: ConsumerHeartbeat | None = None
-        if isinstance(membership, ConsumerMembership):
+        if speaks_kip848(membership):
+            from .consumer_heartbeat import ConsumerHeartbeat
+
             assert subscription is not None
             self._consumer_heartbeat = ConsumerHeartbeat(
                 self,
@@ -434,7 +448,7 @@ class ConsumerGroupSession:
             beats = self._consumer_heartbeat.run
         else:
             membership = self._membership
-            assert not isinstance(membership, ConsumerMembership)
+            assert not speaks_kip848(membership)
             beats = partial(
                 tasks.heartbeat_loop,
                 self,

@@ -37,7 +37,6 @@ from .group_protocol import (
     OffsetCommitRequest,
     SyncGroupRequest,
 )
-from .kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .metadata import MetadataRequest
 from .offset_fetch import OffsetFetchRequest, offset_fetch_topics
 from .produce import PRODUCE_VERSIONS, ProduceFrame, ProduceRequest, decode_produce_response
@@ -144,8 +143,6 @@ _BUILDERS: tuple[type[Request[Any]], ...] = (
     LeaveGroupRequest,
     SyncGroupRequest,
     ApiVersionsRequest,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupDescribeRequest,
 )
 
 
@@ -236,7 +233,7 @@ API_NAMES.update(
 )
 
 # ------------------ administration and SASL (admin_codecs.py, group_admin.py), share groups
-# (share/) and producer APIs (producer/)
+# (share/), producer APIs (producer/) and the consumer group protocol (kip848.py, KIP-848)
 # Their codecs (aiokafka.protocol.admin ~17 M instructions at import, net/share.py and
 # net/txn.py ~14 M) load with the first use of a name below (module __getattr__), not with
 # every consumer; so their versions are written here and codec_versions() imports nothing
@@ -251,6 +248,8 @@ if TYPE_CHECKING:
     from .admin_codecs import SaslHandShakeRequest as SaslHandShakeRequest
     from .group_admin import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
     from .group_admin import ListGroupsRequest as ListGroupsRequest
+    from .kip848 import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
+    from .kip848 import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
     from .share import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
     from .share import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
     from .share import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
@@ -280,6 +279,7 @@ _LAZY: dict[str, tuple[str, str]] = {
             ),
         ),
         ("group_admin", ("ListGroupsRequest", "IncrementalAlterConfigsRequest")),
+        ("kip848", ("ConsumerGroupHeartbeatRequest", "ConsumerGroupDescribeRequest")),
         (
             "share",
             (
@@ -315,6 +315,8 @@ _LAZY_VERSIONS: VersionRanges = {
     36: (0, 1),
     16: (0, 5),
     44: (1, 1),
+    68: (0, 1),
+    69: (0, 1),
     76: (1, 1),
     77: (1, 1),
     78: (1, 2),

@@ -84,8 +84,17 @@ CONSUMER_PATH_ADMIN_DENIES = (
 #: Loaded by the first use that needs them, not by a consumer's start-up: cramjam (the
 #: first snappy batch), uuid (a KIP-848 member id; it imports platform, ~10 M instructions),
 #: the classes of the error codes the package never names (``consumergroup._codes``: the
-#: first response carrying one, or the first lookup of one by name; ~11 M instructions).
-CONSUMER_PATH_LAZY_DENIES = ("cramjam", "uuid", "consumergroup._codes")
+#: first response carrying one, or the first lookup of one by name; ~11 M instructions), the
+#: consumer group protocol's membership, heartbeat and codecs (KIP-848: the first member
+#: with ``protocol="consumer"``, or the admin's first ConsumerGroupDescribe; ~3 M).
+CONSUMER_PATH_LAZY_DENIES = (
+    "cramjam",
+    "uuid",
+    "consumergroup._codes",
+    "consumergroup.group.consumer_membership",
+    "consumergroup.group.consumer_heartbeat",
+    "consumergroup.net.kip848",
+)
 
 #: Our modules that a consumer (``ConsumerGroup``, ``Consumer``, ``Client``) never needs.
 CONSUMER_PATH_DENIES = (
