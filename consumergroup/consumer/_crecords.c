@@ -388,7 +388,11 @@ decode_v2(PyObject *module, PyObject *args)
             Py_SETREF(ts_obj, PyLong_FromLongLong(ts));
             last_ts = ts;
         }
-        PyObject *msg = (offset_obj && ts_obj) ? msg_type->tp_alloc(msg_type, 0) : NULL;
+        /* Not tp_alloc (PyType_GenericAlloc), which zeroes the object and tracks it: every
+         * slot is stored right below with nothing that can fail or run code in between,
+         * and the message stays untracked unless its class tracks assignments itself. */
+        PyObject *msg = (offset_obj && ts_obj) ? (PyObject *)PyObject_GC_New(PyObject, msg_type)
+                                               : NULL;
         if (msg == NULL) { /* an invalid header key is a UnicodeDecodeError, a ValueError */
             Py_XDECREF(key);
             Py_XDECREF(value);
@@ -408,8 +412,8 @@ decode_v2(PyObject *module, PyObject *args)
         set_slot(msg, off[F_TIMESTAMP], ts_obj);
         Py_INCREF(ts_type);
         set_slot(msg, off[F_TS_TYPE], ts_type);
-        if (untrack) {
-            PyObject_GC_UnTrack(msg); /* see msg_setattro */
+        if (!untrack) {
+            PyObject_GC_Track(msg); /* see msg_setattro */
         }
         PyList_SET_ITEM(messages, n, msg);
         n++;

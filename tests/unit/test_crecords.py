@@ -480,6 +480,28 @@ def test_a_bound_class_with_a_finalizer_keeps_it() -> None:
         module.bind(ConsumerMessage)
 
 
+def _setattr(msg: object, name: str, value: object) -> None:
+    object.__setattr__(msg, name, value)
+
+
+def test_a_bound_class_with_its_own_setattr_gets_tracked_messages() -> None:
+    """Messages leave the cyclic collector only where an assignment can track them again
+    (the attribute assignment bind() gives the class): a class with a __setattr__ of its
+    own gets them tracked, as CPython would."""
+    decode_v2 = c_decoder()
+    own = type("_OwnSetattr", (), {"__slots__": _SLOTS, "__setattr__": _setattr})
+    module = sys.modules[decode_v2.__module__]
+    body = b"\x0c\x00\x00\x00\x01\x01\x00"
+    try:
+        module.bind(own)
+        ((m,), _, _) = decode_v2(body, 0, 0, 1, 7, 0, 0, False, "t", 0, 0, 0)
+        assert type(m) is own and gc.is_tracked(m) and m.offset == 7
+    finally:
+        module.bind(ConsumerMessage)
+    ((m,), _, _) = decode_v2(body, 0, 0, 1, 7, 0, 0, False, "t", 0, 0, 0)
+    assert type(m) is ConsumerMessage and not gc.is_tracked(m)
+
+
 # --- memory ----------------------------------------------------------------------------
 
 
