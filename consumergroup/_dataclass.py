@@ -19,10 +19,11 @@ the arguments (the same signature, the same ``TypeError`` for a missing or unkno
 argument) and a per-class closure stores them in field order, calling a field's
 ``default_factory`` when its argument was left out: ``self.name = value``, or
 ``object.__setattr__`` for a frozen class, as the standard library's ``__init__`` does.
-A call costs ~1 us more than the compiled one's: nothing made per message uses it (the
-busiest, ``RecordSet``, is made once per partition per fetch). Classes with ``init=False``
-or ``kw_only``, an ``InitVar``, a field out of ``__init__`` or keyword-only, a
-``__post_init__`` or an ``__init__`` of their own keep the standard library's.
+A call costs ~1 us more than the compiled one's: the classes made per fetch answer
+(``RecordSet``, ``FetchPlan``: per record or two on a caught-up partition) pass
+``init=True`` and keep the compiled one. Classes with ``init`` or ``kw_only`` given,
+an ``InitVar``, a field out of ``__init__`` or keyword-only, a ``__post_init__`` or an
+``__init__`` of their own keep the standard library's.
 
 A frozen class's ``__setattr__``/``__delattr__`` (two more compiled methods, ~1.2 M) are
 closures too (:func:`_freeze`), where no other class of its hierarchy is a dataclass:

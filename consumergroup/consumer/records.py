@@ -183,7 +183,10 @@ class AbortedTransactions:
         self.producers.discard(producer_id)
 
 
-@dataclass(slots=True)
+# init=True: the standard library's compiled __init__ (~0.35 us a call here, against ~1.6
+# for _dataclass's shared one): a RecordSet is made per partition per answer, which on a
+# caught-up partition is per record or two.
+@dataclass(slots=True, init=True)
 class RecordSet:
     """One partition's fetched record set, framed and filtered but not yet decoded.
 

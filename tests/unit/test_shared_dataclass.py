@@ -262,3 +262,14 @@ def test_frozen_same_as_the_standard_library(mine: Any, std: Any) -> None:
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         Deeper(1).d = 2
+
+
+def test_the_classes_made_per_fetch_answer_keep_the_compiled_init() -> None:
+    """A RecordSet (per partition per answer) and a FetchPlan (per round) are made per
+    record or two on a caught-up partition: they keep the standard library's compiled
+    ``__init__`` (init=True), ~1.2 us a call less than the shared one."""
+    from consumergroup.consumer.fetch_session import FetchPlan
+    from consumergroup.consumer.records import RecordSet
+
+    for cls in (RecordSet, FetchPlan):
+        assert "__dataclass_fill__" not in cls.__init__.__code__.co_freevars, cls
