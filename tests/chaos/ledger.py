@@ -23,7 +23,9 @@ records and ownership:
   first handler's ownership: a SIGKILL (the member re-delivers at most what it had
   handled since its last successful commit, both counted), a freeze, a loss during a
   fault that hid the member from its coordinator (network, broker killed hard), or a
-  hand-over (revoked, or the member left) whose commit failed during such a fault.
+  hand-over (revoked, or the member left) whose commit failed during such a fault; or a
+  later handler that was a frozen member handing out, once thawed, what had reached it
+  before it learned that the group had moved on (the freeze again).
   Anything else is a violation: a graceful hand-over, a clean broker restart,
   partitions added, members joining and leaving repeat nothing.
 """
@@ -262,6 +264,13 @@ def _check_ownership(a: Audit, all_spans: list[Span], hiding: list[Window]) -> N
     a.lost_overlaps = (len(excused), max(excused, default=0.0))
 
 
+def _after_freeze(spans: list[Span], t: float) -> bool:
+    """True when ``t`` is past the end of a span its freeze ended: the life handled it
+    after the thaw, while the group had given the partition away."""
+    last = max((s for s in spans if s.start <= t), key=lambda s: s.end, default=None)
+    return last is not None and last.how == "frozen" and t > last.end
+
+
 def _attribute_repeats(
     a: Audit,
     handles: dict[tuple[int, int], list[tuple[float, str]]],
@@ -283,7 +292,12 @@ def _attribute_repeats(
             span = max((s for s in ends[(first, p)] if s.start <= t1), key=lambda s: s.end,
                        default=None)  # fmt: skip
         cause = "unexplained"
-        if span is not None:
+        if any(_after_freeze(ends[(life, p)], t) for t, life in seen[1:]):
+            # A later handler was a frozen member that ran again: it handed out what had
+            # reached it (an answer waiting in its socket) before its first answer after
+            # the thaw told it the group had moved on; the first handler is the new owner.
+            cause = "member frozen"
+        elif span is not None:
             if span.how == "killed":
                 cause = "member killed"
             elif span.how == "frozen":

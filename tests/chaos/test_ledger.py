@@ -81,6 +81,28 @@ def test_a_frozen_member_stops_owning_when_the_freeze_began(tmp_path: Path) -> N
     assert result.repeats["member frozen"] == 2
 
 
+def test_a_frozen_member_that_hands_out_after_the_thaw_repeats_for_the_freeze(
+    tmp_path: Path,
+) -> None:
+    """The new owner handles first; the frozen member, thawed, hands out an answer that
+    had reached it before it learns it was fenced: a repeat of the freeze, not a
+    violation (the Kafka chaos run on the consumer protocol, SIGSTOP of 7.1 s)."""
+    events = [
+        {"claims": {"t": [0]}, "t": 101.0},
+        handled(range(3), 102.0),
+        handled(range(3, 8), 119.5),  # after the thaw, before it learns
+        {"lost": [0], "t": 119.6},
+    ]
+    a = life(tmp_path, "a", events, freezes=[(103.0, 119.4)])
+    b = life(tmp_path, "b", [{"claims": {"t": [0]}, "t": 110.0}, handled(range(3, 10), 111.0)])
+    result = audit([a, b], PRODUCED, [], now=121.0)
+    assert result.violations == []
+    assert result.repeats["member frozen"] == 5
+    # Handled by a member that was never frozen, the same repeat is a violation.
+    a.freezes = []
+    assert audit([a, b], PRODUCED, [], now=121.0).repeats["unexplained"] == 5
+
+
 def test_a_member_that_lost_its_partitions_to_a_network_fault_is_excused(
     tmp_path: Path,
 ) -> None:
