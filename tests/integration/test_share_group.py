@@ -70,10 +70,16 @@ async def test_acknowledgements_ride_on_fetches_while_records_flow(
     """Handlers that await finish one by one: each decision used to send a
     ShareAcknowledge of its own at once (a round trip that held the share session, so the
     fetch that fell due meanwhile waited behind it): 3 for 2,000 records here. Decisions now
-    wait briefly for the next ShareFetch to carry them, as Java's and franz-go's do."""
+    wait briefly for the next ShareFetch to carry them, as Java's and franz-go's do.
+
+    The wait (50 ms) is raised to 2 s here: at CI's load a ShareFetch may take longer than
+    50 ms to fall due, and the decisions then go alone as they should; what this test
+    checks is that they wait for a fetch at all (3 alone for 2,000 at load 10, 0 quiet)."""
     from consumergroup.net.share import CLOSE_SESSION
+    from consumergroup.share import broker
     from consumergroup.share.broker import BrokerSession
 
+    monkeypatch.setattr(broker, "ACK_LINGER", 2.0)
     sent: list[int] = []
     acknowledge = BrokerSession._acknowledge
 
