@@ -116,6 +116,8 @@ class BrokerConsumer:
         self._config = config
         # New subscriptions, put by Consumer (any task), taken by run() each round.
         self.new: asyncio.Queue[PartitionConsumer] = asyncio.Queue()
+        # "run() only" below: the fetch task, or the connection's callback that handles
+        # the answer to its request while it awaits that (see _answer): never both.
         # (topic, partition) -> consumer. run() only.
         self._subs: dict[tuple[str, int], PartitionConsumer] = {}
         # Set by anyone who may have made a partition fetchable; cleared by run().
@@ -245,7 +247,7 @@ class BrokerConsumer:
         # the others would hold the connection for max_wait_time and keep that
         # partition from being fetched when room frees: poll without waiting, and
         # wait here instead (woken by the room, bounded by max_wait_time).
-        if self._lease_end <= time.monotonic():
+        if self._lease_end != math.inf and self._lease_end <= time.monotonic():
             self._end_leases()
         ready: list[PartitionConsumer] = []
         short = False
@@ -263,8 +265,14 @@ class BrokerConsumer:
         # In a session the broker rotates the partitions it serves (Kafka moves the
         # served ones to the back) and naming them is free: no backlog window.
         chosen, behind = (ready, None) if session.incremental else self._select(ready)
+        # Caught up at the last answer, so likely this one too: its answer is handled in
+        # the connection's callback that reads it, and the readers it wakes run before
+        # this task resumes to send the next Fetch (see the end of this round).
+        at_frame = self._caught_up and not short and len(chosen) == len(ready)
         try:
-            conn = await self._client.connection(self.node_id, "fetch")
+            conn = self._session_conn
+            if conn is None or conn.closed or not self._still_at(conn):
+                conn = await self._client.connection(self.node_id, "fetch")
             if conn is not self._session_conn:  # a dropped connection ends the session
                 session.reset()
                 self._session_conn = conn
@@ -273,9 +281,15 @@ class BrokerConsumer:
             epochs = self._epochs if self._send_epochs else None
             plan = session.plan(chosen, epochs)
             sent = time.monotonic()
-            resp = await conn.send(
+
+            def answered(resp: Any) -> tuple[int | None, int]:
+                return self._answer(resp, plan, sent, behind)
+
+            delivered, error_code = await conn.exchange(
                 self._request(plan, _SHORT_POLL_MS if short else self._max_wait_ms),
-                timeout=self._config.net.read_timeout + self._config.consumer.max_wait_time,
+                self._config.net.read_timeout + self._config.consumer.max_wait_time,
+                answered,
+                at_frame=at_frame,
             )
         except (KafkaConnectionError, KafkaError) as exc:  # incl. request timeouts
             # The broker is gone or unreachable: every partition finds its leader anew.
@@ -289,29 +303,48 @@ class BrokerConsumer:
             for pc in list(self._subs.values()):
                 self._drop(pc, exc)
             return False
-        session.on_response(resp.session_id, resp.error_code, plan.full)
-        delivered = self._handle(resp)
-        if self._on_fetch is not None:
-            self._on_fetch(time.monotonic() - sent, *self._fetched)
-        if delivered is not None and behind is not None:
-            self._adapt(behind, delivered)
-        if delivered is None and not plan.full and resp.error_code in _SESSION_ERRORS:
+        if delivered is None and not plan.full and error_code in _SESSION_ERRORS:
             return True  # the session is gone: the next request is a full one, at once
         if delivered is None:
             # A whole-request error: do not hammer the broker with the same request.
             await asyncio.sleep(self._config.consumer.retry.backoff)
         elif delivered and self._caught_up and len(chosen) == len(ready):
             # Caught up: the next Fetch would wait at the broker for new records, so the
-            # readers woken by this answer run first (one pass of the loop) rather than
-            # after the next request is planned, encoded and written; behind (or with
-            # backlogged partitions left out of this request's window), the next
-            # request goes first, its round trip overlapping with their work.
-            await asyncio.sleep(0)
+            # readers woken by this answer run first rather than after the next request
+            # is planned, encoded and written (handled in the frame's callback, they
+            # already did: this task's wake-up came after theirs; else one pass of the
+            # loop); behind (or with backlogged partitions left out of this request's
+            # window), the next request goes first, its round trip overlapping with
+            # their work. (An answer handled in the callback that leaves us behind, the
+            # first after a quiet spell, lets its readers run first this once.)
+            if not at_frame:
+                await asyncio.sleep(0)
         elif short and not delivered and not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._config.consumer.max_wait_time):
                     await self._wake.wait()
         return True
+
+    def _still_at(self, conn: BrokerConnection) -> bool:
+        """Whether the metadata still lists this broker at ``conn``'s address (else the
+        client dials the new one)."""
+        broker = self._client.broker(self.node_id)
+        return broker is not None and broker.host == conn.host and broker.port == conn.port
+
+    def _answer(
+        self, resp: Any, plan: FetchPlan, sent: float, behind: int | None
+    ) -> tuple[int | None, int]:
+        """Take the answer to ``plan``'s request, sent at ``sent``: the session's outcome,
+        the delivery (:meth:`_handle`), the metrics. Runs in the connection's callback
+        that read it (while :meth:`_round` awaits it) or in :meth:`_round`. Returns how
+        many partitions got records (None: the request failed) and the top-level error."""
+        self._session.on_response(resp.session_id, resp.error_code, plan.full)
+        delivered = self._handle(resp)
+        if self._on_fetch is not None:
+            self._on_fetch(time.monotonic() - sent, *self._fetched)
+        if delivered is not None and behind is not None:
+            self._adapt(behind, delivered)
+        return delivered, resp.error_code
 
     def _select(self, ready: list[PartitionConsumer]) -> tuple[list[PartitionConsumer], int]:
         """The partitions for this round's request, and how many of them have a backlog.

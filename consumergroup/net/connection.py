@@ -8,6 +8,8 @@ routed to its caller by correlation id. A dropped connection fails every
 waiting caller with :class:`KafkaConnectionError` (retriable) at once; so does
 a request timeout, which retires the connection (a silent peer is presumed
 gone; TCP keepalive catches the idle half-open ones). Nothing waits forever.
+A connection with one request at a time (a fetch task's) uses :meth:`exchange`
+instead: no slot, and its answer may be handled in the callback that reads it.
 
 With SASL, the connection also owns its authentication: :meth:`open` authenticates
 it, and when the broker granted a session that expires (``connections.max.reauth.ms``,
@@ -28,8 +30,8 @@ import socket
 import ssl
 import struct
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..config import Config
 from ..consumer._native import load_extension
@@ -62,6 +64,8 @@ from .protocol import (
 from .quirks import BrokerQuirks, detect_quirks
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION = 35
@@ -298,6 +302,10 @@ class BrokerConnection:
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._next_id = 0
         self._slots = asyncio.Semaphore(config.net.max_open_requests)
+        # The request of exchange(at_frame=True) in flight: its correlation id, request
+        # struct and answer callback, run by _on_frame. Set and cleared by _request
+        # (one such request at a time: exchange's caller has no other in flight).
+        self._at_frame: tuple[int, AnyRequestStruct, Callable[[Any], Any]] | None = None
         self._protocol: _FrameProtocol | None = None
         # Set once, by _fail() or close(); every later send() raises it.
         self._error: BaseException | None = None
@@ -546,6 +554,35 @@ class BrokerConnection:
         payload = await self._roundtrip(struct_, timeout or self._config.net.read_timeout)
         return self._decode(struct_, payload)
 
+    def exchange(
+        self,
+        request: AnyRequest,
+        timeout: float,
+        on_answer: Callable[[Any], _T],
+        *,
+        at_frame: bool,
+    ) -> Awaitable[_T]:
+        """:meth:`send` ``request`` and give its decoded answer to ``on_answer``; awaiting
+        the result returns what ``on_answer`` returned (it raises as :meth:`send` does).
+
+        For a connection whose one caller has one request in flight at a time (a fetch
+        task's own connection): the request takes no slot of ``net.max_open_requests``
+        and is awaited through one coroutine, not three. With ``at_frame``, ``on_answer``
+        runs in the loop callback that read the answer's last byte, so what it wakes (a
+        reader) runs before the awaiting task, whose wake-up is scheduled after it; an
+        exception it raises is the awaiting task's. Without, it runs in the awaiting task.
+        While a SASL re-authentication is due or runs, this waits for it as :meth:`send`.
+        """
+        if self._error is not None or self._reauth_due or self._reauth is not None:
+            return self._gated(request, timeout, on_answer)
+        struct_ = prepare(request, self.broker_versions, self.address)
+        return self._request(struct_, timeout, on_answer, at_frame)
+
+    async def _gated(
+        self, request: AnyRequest, timeout: float, on_answer: Callable[[Any], _T]
+    ) -> _T:
+        return on_answer(await self.send(request, timeout))
+
     async def _sasl_send(self, request: AnyRequest) -> Any:
         """A SASL request of an (re-)authentication: written at once, past the gate that
         holds every other request while a re-authentication runs, and without a slot
@@ -595,19 +632,29 @@ class BrokerConnection:
         async with self._slots:
             if self._reauth_due or self._reauth is not None:
                 await self._authenticated()
-            return await self._request(struct_, timeout)
+            frame: Frame = await self._request(struct_, timeout)
+            return frame
 
-    async def _request(self, struct_: AnyRequestStruct, timeout: float) -> Frame:
-        """Write ``struct_`` and wait for its answer (the caller holds a slot, or is the
-        authentication)."""
+    async def _request(
+        self,
+        struct_: AnyRequestStruct,
+        timeout: float,
+        on_answer: Callable[[Any], Any] | None = None,
+        at_frame: bool = False,
+    ) -> Any:
+        """Write ``struct_`` and wait for its answer, the frame (the caller holds a slot,
+        or is the authentication), or what ``on_answer`` made of it decoded (see
+        :meth:`exchange`)."""
         if self._error is not None:
             raise self._reraisable()
         assert self._protocol is not None
         protocol = self._protocol
         cid = self._write(struct_)
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Frame] = loop.create_future()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._inflight[cid] = fut  # no callback runs before the next await
+        if at_frame:
+            self._at_frame = (cid, struct_, on_answer)  # type: ignore[assignment]
         try:
             if not protocol.writable.is_set():
                 await self._drain(protocol)
@@ -615,7 +662,10 @@ class BrokerConnection:
             timer = self._deadline_timer
             if timer is None or deadline < timer.when():
                 self._arm_deadline(loop, deadline)
-            return await fut
+            answer = await fut
+            if on_answer is None or at_frame:
+                return answer
+            return on_answer(self._decode(struct_, answer))
         except _Expired:
             # No answer: the peer or the path may be gone without a FIN (half-open).
             # Retire the connection so the next request redials instead of waiting
@@ -630,6 +680,8 @@ class BrokerConnection:
         finally:
             self._inflight.pop(cid, None)
             self._deadlines.pop(cid, None)
+            if at_frame and self._at_frame is not None and self._at_frame[0] == cid:
+                self._at_frame = None
 
     def _arm_deadline(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._deadline_timer is not None:
@@ -743,8 +795,21 @@ class BrokerConnection:
     def _on_frame(self, frame: Frame) -> None:
         (cid,) = _SIZE.unpack_from(frame, 0)
         fut = self._inflight.pop(cid, None)
-        if fut is not None and not fut.done():
+        if fut is None or fut.done():
+            return
+        at_frame = self._at_frame
+        if at_frame is None or at_frame[0] != cid:
             fut.set_result(frame)
+            return
+        self._at_frame = None
+        try:
+            result = at_frame[2](self._decode(at_frame[1], frame))
+        except Exception as exc:  # the awaiting task's, as if raised there
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        if not fut.done():
+            fut.set_result(result)
 
     def _reraisable(self) -> BaseException:
         err = self._error

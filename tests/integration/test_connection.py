@@ -401,6 +401,128 @@ async def test_max_open_requests_caps_the_pipeline(bootstrap: str) -> None:
         await conn.close()
 
 
+# ------------------------------------------------------------------ exchange (a fetch task's)
+
+
+async def test_an_exchange_at_frame_hands_the_answer_over_before_its_caller_resumes(
+    bootstrap: str,
+) -> None:
+    """exchange(at_frame=True): the answer callback runs in the loop callback that read the
+    answer (no task current), so a waiter it wakes runs before the awaiting caller; the
+    caller gets the callback's result. Without at_frame it runs in the caller's task."""
+    conn = await BrokerConnection.open(*split(bootstrap), net_config(max_open_requests=1))
+    order: list[str] = []
+    try:
+        for at_frame in (True, False):
+            order.clear()
+            woken = asyncio.get_running_loop().create_future()
+
+            async def reader(woken: asyncio.Future[None] = woken) -> None:
+                await woken
+                order.append("reader")
+
+            reading = asyncio.create_task(reader())
+            await asyncio.sleep(0)  # the reader waits
+
+            def on_answer(resp: Any, woken: asyncio.Future[None] = woken) -> list[str]:
+                order.append("answer in a task" if asyncio.current_task() else "answer at frame")
+                woken.set_result(None)
+                return topics_of(resp)
+
+            async with asyncio.timeout(30):
+                # The one slot stays taken meanwhile: an exchange does not need it.
+                async with conn._slots:
+                    got = await conn.exchange(
+                        MetadataRequest([], False), 10.0, on_answer, at_frame=at_frame
+                    )
+                order.append("caller")
+                await reading
+            assert isinstance(got, list)
+            if at_frame:
+                assert order == ["answer at frame", "reader", "caller"]
+            else:
+                assert order == ["answer in a task", "caller", "reader"]
+            assert not conn._inflight and conn._at_frame is None
+    finally:
+        await conn.close()
+
+
+async def test_an_exchange_raises_what_its_answer_callback_raised(bootstrap: str) -> None:
+    """An exception of the callback run at the frame is the caller's, and the connection
+    stays usable (a bug in the caller's handling is not a broken connection)."""
+
+    def broken(resp: Any) -> None:
+        raise ValueError("the handler broke")
+
+    conn = await BrokerConnection.open(*split(bootstrap), net_config())
+    try:
+        async with asyncio.timeout(30):
+            with pytest.raises(ValueError, match="the handler broke"):
+                await conn.exchange(MetadataRequest([], False), 10.0, broken, at_frame=True)
+            assert not conn.closed
+            assert isinstance(topics_of(await conn.send(MetadataRequest([], False))), list)
+    finally:
+        await conn.close()
+
+
+async def test_an_exchange_with_a_malformed_answer_is_a_corrupt_message() -> None:
+    async def script(fake: ScriptedBroker, req: Received) -> None:
+        fake.reply(req, b"\x00\x00\x00\x05ab")  # an array of 5 brokers, then nothing
+
+    called: list[Any] = []
+    async with ScriptedBroker(script=script) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), net_config())
+        try:
+            for at_frame in (True, False):
+                with pytest.raises(CorruptMessageError, match="Metadata"):
+                    await conn.exchange(
+                        MetadataRequest([], False), 5.0, called.append, at_frame=at_frame
+                    )
+            assert called == []
+        finally:
+            await conn.close()
+
+
+async def test_an_exchange_without_an_answer_in_time_retires_the_connection() -> None:
+    async def script(fake: ScriptedBroker, req: Received) -> None:
+        pass  # never answered
+
+    async with ScriptedBroker(script=script) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), net_config(read_timeout=10.0))
+        try:
+            start = time.monotonic()
+            with pytest.raises(RequestTimedOutError, match=r"0\.3s") as info:
+                await conn.exchange(MetadataRequest([], False), 0.3, print, at_frame=True)
+            assert time.monotonic() - start < 5
+            assert info.value.retriable and conn.closed
+            assert not conn._inflight and conn._at_frame is None
+            with pytest.raises(KafkaConnectionError, match="retired"):
+                await conn.exchange(MetadataRequest([], False), 0.3, print, at_frame=True)
+        finally:
+            await conn.close()
+
+
+async def test_a_cancelled_exchange_leaves_no_answer_callback_behind(bootstrap: str) -> None:
+    """The caller cancelled (a fetch task closing): its answer, when it comes, is dropped
+    and the callback never runs; the next exchange is answered."""
+    called: list[Any] = []
+    conn = await BrokerConnection.open(*split(bootstrap), net_config())
+    try:
+        waiting = asyncio.create_task(
+            conn.exchange(MetadataRequest([], False), 10.0, called.append, at_frame=True)
+        )
+        await asyncio.sleep(0)  # written
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert conn._at_frame is None and not conn._inflight
+        async with asyncio.timeout(30):
+            got = await conn.exchange(MetadataRequest([], False), 10.0, topics_of, at_frame=True)
+        assert isinstance(got, list) and called == []
+    finally:
+        await conn.close()
+
+
 # ------------------------------------------------------------------ timeouts and drops
 
 

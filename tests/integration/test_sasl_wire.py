@@ -508,6 +508,23 @@ async def test_an_idle_connection_reauthenticates_before_its_next_request() -> N
     assert conn._reauth_timer is None  # closing cancelled the next session's timer
 
 
+@pytest.mark.parametrize("at_frame", [True, False])
+async def test_an_exchange_waits_for_a_due_reauthentication(at_frame: bool) -> None:
+    """A fetch task's exchange (no slot, its answer handled at the frame) is gated as
+    send() is: the session ran out while idle, so it re-authenticates first."""
+    script = KafkaSasl("SCRAM-SHA-256", lifetime_ms=300)
+    async with ScriptedBroker(script=script, versions=dict(SASL_VERSIONS)) as fake:
+        conn = await BrokerConnection.open(*split(fake.address), sasl_config("SCRAM-SHA-256"))
+        try:
+            await asyncio.sleep(0.5)  # the session's own time running out is the point
+            got = await conn.exchange(MetadataRequest([], False), 5.0, topics_of, at_frame=at_frame)
+            assert got == ["secret-topic"]
+        finally:
+            await conn.close()
+    assert script.log == ["handshake", "reauth-handshake", "metadata"]
+    assert script.expired_closes == 0
+
+
 async def test_requests_in_flight_are_answered_across_a_reauthentication() -> None:
     """Answers held by the broker (long polls) when the session is due: they come before
     the handshake's (a connection's answers are in order) and reach their callers; the
