@@ -223,8 +223,6 @@ class BrokerConsumer:
     async def _loop(self) -> None:
         while True:
             self._take_new()
-            for key in [key for key, pc in self._subs.items() if pc._closed]:
-                self._drop(self._subs[key], None)  # its epoch entry too, or it is kept alive
             if not self._subs:
                 self._wake.clear()
                 try:
@@ -251,11 +249,23 @@ class BrokerConsumer:
             self._end_leases()
         ready: list[PartitionConsumer] = []
         short = False
-        for pc in self._subs.values():  # one pass: this runs every round
-            if pc.fetchable():
+        closed: list[PartitionConsumer] | None = None
+        # One pass, every round (each answer when caught up): PartitionConsumer.fetchable()
+        # and blocked_by_buffer() inlined around the one call of _full().
+        for pc in self._subs.values():
+            if pc._closed:
+                closed = [pc] if closed is None else [*closed, pc]
+            elif pc._paused:
+                continue
+            elif pc._full():
+                short = True
+            else:
                 ready.append(pc)
-            elif not short:
-                short = pc.blocked_by_buffer()
+        if closed is not None:
+            for pc in closed:
+                self._drop(pc, None)  # its epoch entry too, or it is kept alive
+            if not self._subs:
+                return True  # the loop waits for a subscription
         if not ready:
             self._wake.clear()
             await self._wake.wait()

@@ -102,7 +102,10 @@ def _string(text: str, flexible: bool) -> bytes:
 
 
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint_bytes(n + 1) if flexible else _I32.pack(n)
+    if flexible:
+        # Three per Fetch, every round: the table of short varints inline.
+        return _SHORT_UVARINTS[n + 1] if n < 0x7F else _uvarint_bytes(n + 1)
+    return _I32.pack(n)
 
 
 class FetchFrame:
