@@ -84,7 +84,7 @@ class FetchSession:
     its response's outcome are never interleaved with another's.
     """
 
-    __slots__ = ("_full", "_sent", "epoch", "session_id")
+    __slots__ = ("_full", "_named", "_sent", "epoch", "session_id")
 
     def __init__(self) -> None:
         self.session_id = NO_SESSION
@@ -95,6 +95,11 @@ class FetchSession:
         # requests every round, and building it then would be wasted.
         self._sent: dict[Key, Params] | None = {}
         self._full: dict[str, list[tuple[int, ...]]] = {}
+        # partition -> what ``_sent`` holds for it, by the consumer object (a lookup
+        # without the (topic, partition) key built and hashed, for the unchanged ones):
+        # entries written with ``_sent``'s, all dropped whenever ``_sent`` is rebuilt or
+        # loses a partition, so an entry here is always ``_sent``'s value for it.
+        self._named: dict[PartitionConsumer, Params] = {}
 
     def __repr__(self) -> str:
         return f"<FetchSession id={self.session_id} epoch={self.epoch}>"
@@ -141,8 +146,8 @@ class FetchSession:
         # session's were not named again.
         sent = self._content()
         get_epoch = epochs.get if epochs is not None else None
+        named = self._named
         for pc in partitions:
-            key = (pc.topic, pc.partition)
             offset = pc._offset
             # The epoch is part of what the broker holds: after a diverging-epoch answer
             # only it changes, and an unsent change would be answered "diverging" forever.
@@ -152,17 +157,24 @@ class FetchSession:
                 if known is not None and known[0] == offset:
                     epoch = known[1]
             params = (offset, pc._fetch_size, epoch)
+            if named.get(pc) == params:
+                continue
+            key = (pc.topic, pc.partition)
+            named[pc] = params
             if sent.get(key) == params:
                 continue
             sent[key] = params
             entry = (pc.partition, *params) if epochs is not None else (pc.partition, *params[:2])
             by_topic.setdefault(pc.topic, []).append(entry)
+        if len(named) > len(partitions):  # one replaced another (same partition): let go
+            named.clear()
         gone: dict[str, list[int]] = {}
         if len(sent) > len(partitions):  # some were not named again
             keys = {(pc.topic, pc.partition) for pc in partitions}
             for key in [key for key in sent if key not in keys]:
                 del sent[key]
                 gone.setdefault(key[0], []).append(key[1])
+            named.clear()
         return FetchPlan(
             self.session_id, self.epoch, list(by_topic.items()), list(gone.items()), False
         )
@@ -170,6 +182,7 @@ class FetchSession:
     def _content(self) -> dict[Key, Params]:
         """What the broker's session holds (built from the last full request if needed)."""
         if self._sent is None:
+            self._named.clear()
             full = self._full.items()
             self._sent = {
                 (topic, e[0]): (e[1], e[2], e[3] if len(e) > 3 else -1)

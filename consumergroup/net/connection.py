@@ -53,6 +53,7 @@ from .protocol import (
     ApiVersionRequest_v0,
     ApiVersionsRequest,
     Features,
+    FetchRequest,
     VersionRanges,
     codec_versions,
     common_version,
@@ -311,6 +312,8 @@ class BrokerConnection:
         self._error: BaseException | None = None
         # The broker's advertised (min, max) per API; filled by _negotiate().
         self.broker_versions: VersionRanges = {}
+        # The Fetch version prepare() picks with them (None: none in common); by _negotiate().
+        self._fetch_version: int | None = None
         # The features the cluster finalized, as this broker said (ApiVersions v3+); set
         # once, by _negotiate().
         self.features = Features()
@@ -526,6 +529,7 @@ class BrokerConnection:
                 ) from exc
             raise_for_code(resp.error_code, f"ApiVersions from {self.address}")
             self.broker_versions = {k: (lo, hi) for k, lo, hi, *_ in resp.api_versions}
+            self._fetch_version = self.version(FetchRequest.API_KEY)
             self.features = features_of(resp)
             return
         raise UnsupportedVersionError(
@@ -575,7 +579,10 @@ class BrokerConnection:
         """
         if self._error is not None or self._reauth_due or self._reauth is not None:
             return self._gated(request, timeout, on_answer)
-        struct_ = prepare(request, self.broker_versions, self.address)
+        if type(request) is FetchRequest and self._fetch_version is not None:
+            struct_: AnyRequestStruct = request.build(self._fetch_version)  # prepare()'s, known
+        else:
+            struct_ = prepare(request, self.broker_versions, self.address)
         return self._request(struct_, timeout, on_answer, at_frame)
 
     async def _gated(

@@ -168,3 +168,52 @@ def test_a_change_of_the_last_fetched_epoch_alone_is_named() -> None:
     assert plan.topics == [("a", [(0, 70, 1024, 1)])]
     session.on_response(7, 0, plan.full)
     assert session.plan(parts, epochs).topics == []  # sent once, then held by the broker
+
+
+def test_a_partition_that_left_and_came_back_is_named_again() -> None:
+    """Its content was forgotten by the broker when it left (a full buffer, a move to a
+    replica and back): named again on its return, even at the same position."""
+    parts = pcs("a", 3)
+    session = opened(parts)
+    assert session.plan(parts).topics == []  # unchanged: nothing named
+    session.on_response(7, 0, False)
+    plan = session.plan(parts[:2])
+    assert plan.forgotten == [("a", [2])]
+    session.on_response(7, 0, False)
+    plan = session.plan(parts)
+    assert named(plan.topics) == {("a", 2): 0} and plan.forgotten == []
+    session.on_response(7, 0, False)
+    assert session.plan(parts).topics == []
+
+
+def test_a_new_consumer_of_a_partition_is_compared_with_what_the_session_holds() -> None:
+    """A partition's consumer replaced by a new one (same topic and partition): named
+    only if its position differs from what the broker holds, never left unnamed because
+    the old consumer's position was named."""
+    parts = pcs("a", 2)
+    session = opened(parts)
+    assert session.plan(parts).topics == []
+    session.on_response(7, 0, False)
+    same = pcs("a", 1)[0]  # partition 0 again, at offset 0: what the broker holds
+    assert session.plan([same, parts[1]]).topics == []
+    session.on_response(7, 0, False)
+    moved = pcs("a", 1, offset=30)[0]
+    plan = session.plan([moved, parts[1]])
+    assert named(plan.topics) == {("a", 0): 30} and plan.forgotten == []
+    session.on_response(7, 0, False)
+    # The first consumer, back at its old position (never in practice: it is closed):
+    # the broker holds 30 now, so offset 0 is named.
+    plan = session.plan([parts[0], parts[1]])
+    assert named(plan.topics) == {("a", 0): 0}
+
+
+def test_a_full_request_renames_everything_after_a_reset() -> None:
+    parts = pcs("a", 2)
+    session = opened(parts)
+    assert session.plan(parts).topics == []
+    session.on_response(7, 0, False)
+    session.reset()
+    plan = session.plan(parts)
+    assert plan.full and named(plan.topics) == {("a", 0): 0, ("a", 1): 0}
+    session.on_response(7, 0, True)
+    assert session.plan(parts).topics == []
