@@ -304,21 +304,26 @@ PyDoc_STRVAR(decode_v2_doc,
 "window on a longer body: decoding stops (no error) at a record that runs past its end\n"
 "or is longer than `max_record`.");
 
-static PyObject *
-decode_v2(PyObject *module, PyObject *args)
-{
-    module_state *st = get_state(module);
-    Py_buffer view;
-    Py_ssize_t pos, index, limit;
-    Py_ssize_t max_record = 0;
+/* What decode_v2 and decode_v2_batch decode: records `index` .. `count` of a body from
+ * byte `pos` (the arguments of decode_v2). */
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t len, pos, index, limit, max_record;
     int count, log_append_time;
     long long base_offset, last_delta, timestamp, start;
     PyObject *topic, *partition;
-    if (!PyArg_ParseTuple(args, "y*nniLLLpUOLn|n:decode_v2", &view, &pos, &index, &count,
-                          &base_offset, &last_delta, &timestamp, &log_append_time, &topic,
-                          &partition, &start, &limit, &max_record)) {
-        return NULL;
-    }
+} records_spec;
+
+/* The messages of `spec`'s records (a new list), moving spec->pos and spec->index to
+ * where the next call resumes; NULL with an error set. */
+static PyObject *
+decode_records(module_state *st, records_spec *spec)
+{
+    Py_ssize_t index = spec->index, limit = spec->limit, max_record = spec->max_record;
+    const int count = spec->count, log_append_time = spec->log_append_time;
+    const long long base_offset = spec->base_offset, last_delta = spec->last_delta;
+    const long long timestamp = spec->timestamp, start = spec->start;
+    PyObject *topic = spec->topic, *partition = spec->partition;
     PyObject *messages = NULL, *ts_type = NULL, *ts_obj = NULL, *result = NULL;
     PyTypeObject *msg_type = st->msg_type;
     const Py_ssize_t *off = st->offsets;
@@ -327,13 +332,13 @@ decode_v2(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "decode_v2 called before bind()");
         goto done;
     }
-    if (pos < 0 || pos > view.len || index < 0 || limit < 0) {
+    if (spec->pos < 0 || spec->pos > spec->len || index < 0 || limit < 0) {
         PyErr_SetString(PyExc_ValueError, "invalid decode position");
         goto done;
     }
-    const uint8_t *const buf = (const uint8_t *)view.buf;
-    const uint8_t *const end = buf + view.len;
-    const uint8_t *p = buf + pos;
+    const uint8_t *const buf = spec->buf;
+    const uint8_t *const end = buf + spec->len;
+    const uint8_t *p = buf + spec->pos;
 
     /* The list is sized once: the records left, capped by what the bytes left can hold
      * (+1: with records left but no bytes, the loop must run once to raise). */
@@ -432,11 +437,100 @@ decode_v2(PyObject *module, PyObject *args)
     else {
         PyObject_GC_Track(messages);
     }
-    result = Py_BuildValue("Onn", messages, (Py_ssize_t)(p - buf), index);
+    spec->pos = p - buf;
+    spec->index = index;
+    result = Py_NewRef(messages);
 done:
     Py_XDECREF(messages); /* unset items are NULL, which list dealloc skips */
     Py_XDECREF(ts_type);
     Py_XDECREF(ts_obj);
+    return result;
+}
+
+static PyObject *
+decode_v2(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    records_spec spec = {.max_record = 0};
+    if (!PyArg_ParseTuple(args, "y*nniLLLpUOLn|n:decode_v2", &view, &spec.pos, &spec.index,
+                          &spec.count, &spec.base_offset, &spec.last_delta, &spec.timestamp,
+                          &spec.log_append_time, &spec.topic, &spec.partition, &spec.start,
+                          &spec.limit, &spec.max_record)) {
+        return NULL;
+    }
+    spec.buf = (const uint8_t *)view.buf;
+    spec.len = view.len;
+    PyObject *messages = decode_records(get_state(module), &spec);
+    PyObject *result = NULL;
+    if (messages != NULL) {
+        result = Py_BuildValue("Onn", messages, spec.pos, spec.index);
+        Py_DECREF(messages);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* Big-endian integers of a batch header. */
+static inline uint64_t
+be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static inline uint32_t
+be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* The v2 batch header: base offset, attributes, last offset delta, first and max
+ * timestamps, record count (at these byte positions), then the records. */
+enum { H_BASE = 0, H_MAGIC = 16, H_ATTRIBUTES = 21, H_LAST_DELTA = 23, H_FIRST_TS = 27,
+       H_MAX_TS = 35, H_COUNT = 57, V2_HEADER_SIZE = 61 };
+#define CODEC_MASK 0x07
+#define LOG_APPEND_TIME 0x08
+
+PyDoc_STRVAR(decode_v2_batch_doc,
+"decode_v2_batch(batch, topic, partition, start, limit) -> list | None\n\n"
+"The messages of a whole uncompressed v2 batch (its header included) of at most `limit`\n"
+"records (0: any number), none below `start`, in one call: what decode_v2 returns for its\n"
+"body, read with the header's fields. None for a batch it is not for (compressed, more\n"
+"records than `limit`, not v2): decode it in steps then. ValueError on corrupt input.");
+
+static PyObject *
+decode_v2_batch(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    records_spec spec = {.max_record = 0};
+    if (!PyArg_ParseTuple(args, "y*UOLn:decode_v2_batch", &view, &spec.topic, &spec.partition,
+                          &spec.start, &spec.limit)) {
+        return NULL;
+    }
+    const uint8_t *h = (const uint8_t *)view.buf;
+    PyObject *result = NULL;
+    if (view.len < V2_HEADER_SIZE || h[H_MAGIC] != 2) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int attributes = (int)(int16_t)(((uint16_t)h[H_ATTRIBUTES] << 8) | h[H_ATTRIBUTES + 1]);
+    spec.count = (int32_t)be32(h + H_COUNT);
+    if ((attributes & CODEC_MASK) || (spec.limit && spec.count > spec.limit)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    spec.log_append_time = (attributes & LOG_APPEND_TIME) != 0;
+    spec.base_offset = (int64_t)be64(h + H_BASE);
+    spec.last_delta = (int32_t)be32(h + H_LAST_DELTA);
+    spec.timestamp = (int64_t)be64(h + (spec.log_append_time ? H_MAX_TS : H_FIRST_TS));
+    spec.buf = h + V2_HEADER_SIZE;
+    spec.len = view.len - V2_HEADER_SIZE;
+    spec.pos = spec.index = 0;
+    result = decode_records(get_state(module), &spec);
+done:
     PyBuffer_Release(&view);
     return result;
 }
@@ -876,6 +970,7 @@ bind(PyObject *module, PyObject *cls)
 
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, decode_v2_doc},
+    {"decode_v2_batch", decode_v2_batch, METH_VARARGS, decode_v2_batch_doc},
     {"decode_v2_columns", decode_v2_columns, METH_VARARGS, decode_v2_columns_doc},
     {"bind", bind, METH_O, bind_doc},
     {"frame_buffer", frame_buffer, METH_O, frame_buffer_doc},

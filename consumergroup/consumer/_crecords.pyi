@@ -33,6 +33,14 @@ def decode_v2(
     ``max_record`` > 0 (``body`` is a window on a longer body), stops at a record cut
     short or longer than ``max_record``."""
 
+def decode_v2_batch(
+    batch: Buffer, topic: str, partition: int, start: int, limit: int, /
+) -> list[ConsumerMessage] | None:
+    """The messages of a whole uncompressed v2 batch (header included) of at most
+    ``limit`` records (0: any number), none below ``start``: :func:`decode_v2` of its
+    body with the header's fields. None for a compressed batch, one of more than
+    ``limit`` records or not v2. ValueError on corrupt input."""
+
 def decode_v2_columns(
     body: Buffer,
     pos: int,

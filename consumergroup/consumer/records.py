@@ -123,6 +123,15 @@ def _load_c_decoder(_crecords: ModuleType | None) -> DecodeV2 | None:
 
 _crecords_module = load_extension("_crecords")
 _decode_v2 = _load_c_decoder(_crecords_module)
+#: ``decode_v2_batch(batch, topic, partition, start, limit) -> list | None``: a whole
+#: plain v2 batch in one C call (see :meth:`RecordSet.decode_whole`), or None with
+#: :data:`_decode_v2` (the C decoder, bound).
+DecodeV2Batch = Callable[[memoryview, str, int, int, int], "list[ConsumerMessage] | None"]
+_decode_v2_batch: DecodeV2Batch | None = (
+    _crecords_module.decode_v2_batch
+    if _crecords_module is not None and _decode_v2 is not None
+    else None
+)
 #: The C column decoder, or None without the extension (callers then decode messages).
 decode_v2_columns: DecodeV2Columns | None = (
     _crecords_module.decode_v2_columns if _crecords_module is not None else None
@@ -219,10 +228,12 @@ class RecordSet:
         batch, magic, _ = self.batches[0]
         if magic != 2:
             return None
-        attributes, count = _V2_KIND.unpack_from(batch)
-        if attributes & _CODEC_MASK or (limit and count > limit):
-            return None
         try:
+            if _decode_v2_batch is not None:  # header and records in one C call
+                return _decode_v2_batch(batch, self.topic, self.partition, self.start, limit)
+            attributes, count = _V2_KIND.unpack_from(batch)
+            if attributes & _CODEC_MASK or (limit and count > limit):
+                return None
             step = _PlainBatch(_v2_decoder(), self.topic, self.partition, batch, self.start, limit)
             return step()
         except CorruptMessageError:

@@ -37,6 +37,7 @@ from tests.unit.test_records import (
     ZSTD,
     Rec,
     c_decoder,
+    c_decoder_batch,
     v2_batch,
 )
 
@@ -66,18 +67,26 @@ def fields(m: ConsumerMessage) -> Fields:
 @contextmanager
 def decoder(c: bool) -> Iterator[None]:
     """records.py on the C decoder (``c``) or on aiokafka's reader."""
-    saved = records_module._decode_v2
+    saved = records_module._decode_v2, records_module._decode_v2_batch
     records_module._decode_v2 = c_decoder() if c else None
+    records_module._decode_v2_batch = c_decoder_batch() if c else None
     try:
         yield
     finally:
-        records_module._decode_v2 = saved
+        records_module._decode_v2, records_module._decode_v2_batch = saved
 
 
 def chunks(data: bytes, fetch_offset: int, limit: int = 0, **kwargs: Any) -> list[list[Fields]]:
     """The lists decode_batches yields, as field tuples."""
     rs = records_module.scan_records(TOPIC, PARTITION, data, fetch_offset, **kwargs)
     return [[fields(m) for m in chunk] for chunk in rs.decode_batches(limit)]
+
+
+def whole(data: bytes, fetch_offset: int, limit: int = 0) -> list[Fields] | None:
+    """What decode_whole returns (C: the batch in one call), as field tuples."""
+    rs = records_module.scan_records(TOPIC, PARTITION, data, fetch_offset)
+    got = rs.decode_whole(limit)
+    return None if got is None else [fields(m) for m in got]
 
 
 def both(data: bytes, fetch_offset: int, limit: int = 0, **kwargs: Any) -> list[list[Fields]]:
@@ -268,10 +277,11 @@ def _corrupt_or_fine(data: bytes) -> None:
     """Decoding ``data`` through the C path ends in messages or CorruptMessageError."""
     with decoder(True):
         for limit in (0, 1, 3):
-            try:
-                chunks(_guard.place(data), 0, limit)
-            except CorruptMessageError as exc:
-                assert "cannot decode" in str(exc) or "too small" in str(exc)
+            for decode in (chunks, whole):
+                try:
+                    decode(_guard.place(data), 0, limit)
+                except CorruptMessageError as exc:
+                    assert "cannot decode" in str(exc) or "too small" in str(exc)
 
 
 def _sample_batch() -> bytes:
@@ -291,6 +301,8 @@ def test_truncated_at_every_byte_is_corrupt() -> None:
         data = _guard.place(_reframe(batch, body[:cut]))
         with decoder(True), pytest.raises(CorruptMessageError, match="cannot decode"):
             chunks(data, 0)
+        with decoder(True), pytest.raises(CorruptMessageError, match="cannot decode"):
+            whole(data, 0)
     # More bytes than the records need, or a record count that does not match.
     for data in (
         _reframe(batch, body + b"\x00"),
@@ -302,6 +314,28 @@ def test_truncated_at_every_byte_is_corrupt() -> None:
         with decoder(True), pytest.raises(CorruptMessageError, match="cannot decode"):
             chunks(_guard.place(data), 0)
     assert both(_reframe(batch, b"", count=0), 0) == []
+
+
+def test_a_whole_batch_in_one_call_reads_its_header_in_bounds() -> None:
+    """decode_v2_batch reads the header itself: any header byte overwritten gives None
+    (not for it), messages or ValueError, and a buffer shorter than a header None."""
+    c_decoder()
+    decode = c_decoder_batch()
+    batch = _sample_batch()
+    for i in range(61):
+        for byte in (0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF):
+            data = _guard.place(batch[:i] + bytes([byte]) + batch[i + 1 :])
+            for limit in (0, 2, 3):
+                try:
+                    got = decode(data, TOPIC, PARTITION, 0, limit)
+                except ValueError:
+                    continue
+                assert got is None or all(isinstance(m, ConsumerMessage) for m in got)
+    for cut in range(61):
+        assert decode(_guard.place(batch[:cut]), TOPIC, PARTITION, 0, 0) is None
+    want = [fields(m) for m in decode(_guard.place(batch), TOPIC, PARTITION, 0, 3)]
+    assert want == both(batch, 0)[0]
+    assert decode(_guard.place(batch), TOPIC, PARTITION, 0, 2) is None  # over the limit
 
 
 def test_every_byte_overwritten_is_fine_or_corrupt() -> None:

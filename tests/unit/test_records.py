@@ -168,13 +168,20 @@ def c_decoder() -> records_module.DecodeV2:
     return _crecords.decode_v2
 
 
+def c_decoder_batch() -> records_module.DecodeV2Batch:
+    """Our C decoder of a whole batch (:func:`c_decoder`'s, bound)."""
+    c_decoder()
+    _crecords: Any = pytest.importorskip("consumergroup.consumer._crecords")
+    return _crecords.decode_v2_batch
+
+
 @pytest.fixture(params=["cdecoder", "python"])
 def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Run a test on our C v2 decoder and on its pure-Python twin (the path without the
     extension); v0/v1 messages and control records take the Python parsers on both."""
-    monkeypatch.setattr(
-        records_module, "_decode_v2", c_decoder() if request.param == "cdecoder" else None
-    )
+    c = request.param == "cdecoder"
+    monkeypatch.setattr(records_module, "_decode_v2", c_decoder() if c else None)
+    monkeypatch.setattr(records_module, "_decode_v2_batch", c_decoder_batch() if c else None)
     yield request.param
 
 
