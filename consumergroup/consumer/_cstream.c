@@ -1,17 +1,25 @@
-/* MessageStream: PartitionConsumer.messages() without CPython's async-generator protocol
- * per message (consumergroup/consumer/partition.py is the caller).
+/* MessageStream and BatchStream: PartitionConsumer.messages() and .batches() without
+ * CPython's async-generator protocol (consumergroup/consumer/partition.py is the caller).
  *
  * An async generator hands out each value through a fresh `asend` awaitable, a wrapped
  * value and a StopIteration set and fetched by the caller: ~1,000 instructions per
- * message. This object is its own awaitable: its await takes the next message of the
- * current list iterator (the PartitionConsumer's `_current`) and returns it through
- * am_send's PYGEN_RETURN, with no allocation and no exception. When that list
- * runs out it awaits the Python coroutine `pc._refill()` instead (waiting for data,
- * stop(), errors, the end), forwarding send/throw/close to it, and then continues
- * with the new `_current`.
+ * item. These objects are their own awaitables: an await returns the next item through
+ * am_send's PYGEN_RETURN, with no allocation and no exception.
+ *
+ * MessageStream takes the next message of the current list iterator (the
+ * PartitionConsumer's `_current`). When that runs out it calls `pc._next_messages()`, a
+ * plain method, which returns the next iterator, or what to wait for first: a future
+ * (the stream then awaits it itself, through the future's own iterator, and asks again
+ * once it is resolved) or None (yield once to the event loop, then ask again); it raises
+ * StopAsyncIteration at the end, or the partition's error. BatchStream is the same over
+ * `pc._next_batch()`, whose lists are handed out as they are. So a reader that waits for
+ * its next record set costs one future and no coroutine: a caught-up partition does
+ * that for each record set.
  *
  * The list iterator is the PartitionConsumer's own, so stop()/seek() (which exhaust it)
  * end the stream between two messages, and a new stream resumes where one left off.
+ * A cancellation while waiting reaches the future's iterator and ends the await; the
+ * stream can be awaited again afterwards.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,14 +30,16 @@
 typedef struct {
     PyObject_HEAD
     PyObject *pc;     /* the PartitionConsumer */
-    PyObject *it;     /* its `_current` list iterator as last seen, or NULL */
-    PyObject *slow;   /* the pc._refill() coroutine being awaited, or NULL */
+    PyObject *it;     /* MessageStream: its `_current` list iterator as last returned */
+    PyObject *slow;   /* the iterator of the awaitable being waited on, or NULL */
+    PyObject *step;   /* the pc's method name: "_next_messages" or "_next_batch" */
     int pending;      /* __anext__ was called and its await has not completed */
-    int running;      /* inside pc._refill(): send/throw/close from there are refused */
+    int running;      /* inside the pc's step or the wait: send/throw/close are refused */
 } Stream;
 
-static PyObject *str_refill;   /* "_refill" */
-static PyObject *str_current;  /* "_current" */
+static PyObject *str_next_messages;  /* "_next_messages" */
+static PyObject *str_next_batch;     /* "_next_batch" */
+static PyTypeObject BatchStreamType;  /* StreamType's copy (made at import), its own name */
 
 static int
 stream_init(Stream *self, PyObject *args, PyObject *kwds)
@@ -38,14 +48,17 @@ stream_init(Stream *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTuple(args, "O:MessageStream", &pc)) {
         return -1;
     }
-    if (self->running) { /* re-initialised from inside pc._refill(): it would be freed */
+    if (self->running) { /* re-initialised from inside its own step: it would be freed */
         PyErr_SetString(PyExc_ValueError, "MessageStream already executing");
         return -1;
     }
     Py_INCREF(pc);
     Py_XSETREF(self->pc, pc);
-    Py_CLEAR(self->it);  /* the first await asks pc._refill(), which reads _current */
+    Py_CLEAR(self->it);  /* the first await asks the pc, which reads _current */
     Py_CLEAR(self->slow);
+    Py_XSETREF(self->step, Py_NewRef(PyObject_TypeCheck(self, &BatchStreamType)
+                                         ? str_next_batch
+                                         : str_next_messages));
     self->pending = 0;
     self->running = 0;
     return 0;
@@ -66,6 +79,7 @@ stream_clear(Stream *self)
     Py_CLEAR(self->pc);
     Py_CLEAR(self->it);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->step);
     return 0;
 }
 
@@ -84,7 +98,7 @@ stream_self(PyObject *self)
     return self;
 }
 
-/* __anext__: the stream is its own awaitable; the message is taken when awaited, so an
+/* __anext__: the stream is its own awaitable; the item is taken when awaited, so an
  * __anext__() never awaited loses nothing. */
 static PyObject *
 stream_anext(Stream *self)
@@ -94,35 +108,12 @@ stream_anext(Stream *self)
     return (PyObject *)self;
 }
 
-/* The pc's current list iterator after pc._refill() returned (NULL if none). */
-static int
-stream_reload(Stream *self)
-{
-    PyObject *current = PyObject_GetAttr(self->pc, str_current);
-    if (current == NULL) {
-        return -1;
-    }
-    if (current == Py_None) {
-        Py_DECREF(current);
-        current = NULL;
-    }
-    else if (!PyIter_Check(current)) { /* its tp_iternext is called directly */
-        PyErr_Format(PyExc_TypeError, "MessageStream: _current is a %.100s, not an iterator",
-                     Py_TYPE(current)->tp_name);
-        Py_DECREF(current);
-        return -1;
-    }
-    Py_XSETREF(self->it, current);
-    return 0;
-}
-
 /* Refuse a stream that cannot be driven now: made by __new__ without __init__ (no pc),
- * or re-entered from inside its own pc._refill() (which would free the running
- * coroutine). Returns 0, or -1 with an error set. */
+ * or re-entered from inside its own step or wait. Returns 0, or -1 with an error set. */
 static int
 stream_check(Stream *self)
 {
-    if (self->pc == NULL) {
+    if (self->pc == NULL || self->step == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
                         "MessageStream is not initialised: create it as MessageStream(pc)");
         return -1;
@@ -134,52 +125,103 @@ stream_check(Stream *self)
     return 0;
 }
 
+/* One send into the awaitable's iterator `slow`. PYGEN_RETURN: the wait is over (its
+ * result dropped), the caller asks the pc again. */
+static PySendResult
+stream_wait(Stream *self, PyObject *arg, PyObject **result)
+{
+    self->running = 1;
+    PySendResult status = PyIter_Send(self->slow, arg, result);
+    self->running = 0;
+    if (status == PYGEN_NEXT) {
+        return status; /* the future goes up to the task */
+    }
+    Py_CLEAR(self->slow);
+    if (status == PYGEN_RETURN) {
+        Py_CLEAR(*result);
+    }
+    return status;
+}
+
 static PySendResult
 stream_am_send(Stream *self, PyObject *arg, PyObject **result)
 {
+    *result = NULL;
     if (stream_check(self) < 0) {
-        *result = NULL;
         return PYGEN_ERROR;
     }
     if (!self->pending) {
         PyErr_SetString(PyExc_RuntimeError,
                         "MessageStream: await of a __anext__() that already completed");
-        *result = NULL;
         return PYGEN_ERROR;
     }
-    if (self->slow == NULL && self->it != NULL) {
-        PyObject *msg = Py_TYPE(self->it)->tp_iternext(self->it);
-        if (msg != NULL) {
-            self->pending = 0;
-            *result = msg;
-            return PYGEN_RETURN;
+    PySendResult status;
+    if (self->slow != NULL) {
+        status = stream_wait(self, arg, result);
+        if (status != PYGEN_RETURN) {
+            goto out;
         }
-        if (PyErr_Occurred()) {
-            self->pending = 0;
-            *result = NULL;
-            return PYGEN_ERROR;
-        }
-        Py_CLEAR(self->it);  /* this list is done: pc._refill() says what comes next */
     }
-    if (self->slow == NULL) {
-        self->slow = PyObject_CallMethodNoArgs(self->pc, str_refill);
+    for (;;) {
+        if (self->it != NULL) {
+            PyObject *msg = Py_TYPE(self->it)->tp_iternext(self->it);
+            if (msg != NULL) {
+                *result = msg;
+                status = PYGEN_RETURN;
+                goto out;
+            }
+            if (PyErr_Occurred()) {
+                status = PYGEN_ERROR;
+                goto out;
+            }
+            Py_CLEAR(self->it); /* this list is done: the pc says what comes next */
+        }
+        self->running = 1;
+        PyObject *got = PyObject_CallMethodNoArgs(self->pc, self->step);
+        self->running = 0;
+        if (got == NULL) { /* StopAsyncIteration at the end, or the partition's error */
+            status = PYGEN_ERROR;
+            goto out;
+        }
+        if (got == Py_None) { /* yield once to the loop, then ask again */
+            *result = got;
+            return PYGEN_NEXT;
+        }
+        if (self->step == str_next_batch) {
+            if (PyList_CheckExact(got)) {
+                *result = got;
+                status = PYGEN_RETURN;
+                goto out;
+            }
+        }
+        else if (PyIter_Check(got)) { /* its tp_iternext is called directly */
+            Py_XSETREF(self->it, got);
+            continue;
+        }
+        unaryfunc am_await = Py_TYPE(got)->tp_as_async ? Py_TYPE(got)->tp_as_async->am_await
+                                                       : NULL;
+        if (am_await == NULL) {
+            PyErr_Format(PyExc_TypeError, "MessageStream: the partition's %U returned a "
+                         "%.100s, not an item or an awaitable", self->step,
+                         Py_TYPE(got)->tp_name);
+            Py_DECREF(got);
+            status = PYGEN_ERROR;
+            goto out;
+        }
+        self->slow = am_await(got);
+        Py_DECREF(got);
         if (self->slow == NULL) {
-            self->pending = 0;
-            *result = NULL;
-            return PYGEN_ERROR;
+            status = PYGEN_ERROR;
+            goto out;
+        }
+        status = stream_wait(self, Py_None, result);
+        if (status != PYGEN_RETURN) {
+            goto out;
         }
     }
-    self->running = 1;
-    PySendResult status = PyIter_Send(self->slow, arg, result);
-    self->running = 0;
-    if (status == PYGEN_NEXT) {
-        return status;  /* waiting for data: the yielded future goes up to the task */
-    }
-    Py_CLEAR(self->slow);
-    self->pending = 0;
-    if (status == PYGEN_RETURN && stream_reload(self) < 0) {
-        Py_CLEAR(*result);
-        return PYGEN_ERROR;
+out:
+    if (status != PYGEN_NEXT) {
+        self->pending = 0;
     }
     return status;
 }
@@ -216,7 +258,7 @@ stream_send(Stream *self, PyObject *arg)
     return stream_send_value(self, arg);
 }
 
-/* throw(): cancellation while waiting in pc._refill() reaches it there. */
+/* throw(): a cancellation while waiting reaches the awaitable being waited on. */
 static PyObject *
 stream_throw(Stream *self, PyObject *args)
 {
@@ -234,8 +276,8 @@ stream_throw(Stream *self, PyObject *args)
         self->running = 0;
         Py_DECREF(meth);
         if (ret == NULL) {
-            /* pc._refill() ended (returned through StopIteration, or raised): the next
-             * __anext__ asks it again, which reads the current iterator itself. */
+            /* The wait ended (returned through StopIteration, or raised): the next
+             * __anext__ asks the pc again, which reads the current iterator itself. */
             Py_CLEAR(self->slow);
             self->pending = 0;
         }
@@ -308,6 +350,7 @@ static PyTypeObject StreamType = {
     .tp_iternext = (iternextfunc)stream_iternext,
     .tp_methods = stream_methods,
 };
+
 
 
 /* ---- Marks: OffsetManager.mark_message in C (consumergroup/group/offsets.py) ----
@@ -560,18 +603,18 @@ static PyTypeObject MarksType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "consumergroup.consumer._cstream",
-    .m_doc = "The per-message steps of a messages() loop in C: the stream (partition.py) "
-             "and session.mark_message (offsets.py).",
+    .m_doc = "The per-message steps of a messages() or batches() loop in C: the streams "
+             "(partition.py) and session.mark_message (offsets.py).",
     .m_size = -1,
 };
 
 PyMODINIT_FUNC
 PyInit__cstream(void)
 {
-    str_refill = PyUnicode_InternFromString("_refill");
-    str_current = PyUnicode_InternFromString("_current");
+    str_next_messages = PyUnicode_InternFromString("_next_messages");
+    str_next_batch = PyUnicode_InternFromString("_next_batch");
     str_metadata = PyUnicode_InternFromString("metadata");
-    if (str_refill == NULL || str_current == NULL || str_metadata == NULL) {
+    if (str_next_messages == NULL || str_next_batch == NULL || str_metadata == NULL) {
         return NULL;
     }
     for (int i = 0; i < N_MSG_FIELDS; i++) {
@@ -579,7 +622,11 @@ PyInit__cstream(void)
             return NULL;
         }
     }
-    if (PyType_Ready(&StreamType) < 0 || PyType_Ready(&MarksType) < 0) {
+    BatchStreamType = StreamType; /* both not yet readied: a plain copy of the slots */
+    BatchStreamType.tp_name = "consumergroup.consumer._cstream.BatchStream";
+    BatchStreamType.tp_doc = PyDoc_STR("BatchStream(pc): pc.batches() as an async iterator in C.");
+    if (PyType_Ready(&StreamType) < 0 || PyType_Ready(&BatchStreamType) < 0 ||
+        PyType_Ready(&MarksType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
@@ -587,6 +634,7 @@ PyInit__cstream(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "MessageStream", (PyObject *)&StreamType) < 0 ||
+        PyModule_AddObjectRef(m, "BatchStream", (PyObject *)&BatchStreamType) < 0 ||
         PyModule_AddObjectRef(m, "Marks", (PyObject *)&MarksType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -1,5 +1,5 @@
-"""Type stub of the C extension ``_cstream.c``: ``PartitionConsumer.messages()`` and
-``session.mark_message`` in C."""
+"""Type stub of the C extension ``_cstream.c``: ``PartitionConsumer.messages()``,
+``PartitionConsumer.batches()`` and ``session.mark_message`` in C."""
 
 from collections.abc import AsyncIterator, Generator
 from typing import Any, Protocol
@@ -13,6 +13,19 @@ class MessageStream(AsyncIterator[ConsumerMessage]):
     def __init__(self, pc: PartitionConsumer, /) -> None: ...
     def __anext__(self) -> MessageStream: ...  # its own awaitable
     def __await__(self) -> Generator[Any, None, ConsumerMessage]: ...
+    def send(self, value: Any, /) -> Any:
+        """Send a value into the pending await."""
+    def throw(self, typ: Any, val: Any = ..., tb: Any = ..., /) -> Any:
+        """Raise in the pending await."""
+    def close(self) -> None:
+        """Abandon the pending await."""
+
+class BatchStream(AsyncIterator[list[ConsumerMessage]]):
+    """The lists of ``pc`` (its ``batches()``); its own ``__anext__`` awaitable."""
+
+    def __init__(self, pc: PartitionConsumer, /) -> None: ...
+    def __anext__(self) -> BatchStream: ...  # its own awaitable
+    def __await__(self) -> Generator[Any, None, list[ConsumerMessage]]: ...
     def send(self, value: Any, /) -> Any:
         """Send a value into the pending await."""
     def throw(self, typ: Any, val: Any = ..., tb: Any = ..., /) -> Any:

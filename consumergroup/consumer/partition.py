@@ -26,7 +26,7 @@ import operator
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from ..errors import ConsumerError, CorruptMessageError
 from ._native import load_extension
@@ -34,16 +34,14 @@ from .inflate import DEFAULT_BOUNDS, Bounds
 
 if TYPE_CHECKING:
     from ..message import ConsumerMessage
-    from ._cstream import MessageStream
+    from ._cstream import BatchStream, MessageStream
     from .records import RecordSet
 
-_T = TypeVar("_T")
-
-
-#: The C ``messages()`` stream, or None (the async generator then): see ``_native``.
-_MessageStream: type[MessageStream] | None = getattr(
-    load_extension("_cstream"), "MessageStream", None
-)
+_cstream = load_extension("_cstream")
+#: The C ``messages()`` and ``batches()`` streams, or None (the async generators then):
+#: see ``_native``.
+_MessageStream: type[MessageStream] | None = getattr(_cstream, "MessageStream", None)
+_BatchStream: type[BatchStream] | None = getattr(_cstream, "BatchStream", None)
 
 
 class Consumed:
@@ -139,11 +137,13 @@ class PartitionConsumer:
         self._current: Iterator[ConsumerMessage] | None = None
         # One past the last message of the last chunk taken from ``_decoding`` (position).
         self._handed = offset
+        # The reader's wait for a record set (or the end): set by the reader, taken (and
+        # resolved) by whoever wakes it. A cancelled wait may leave a done one here.
         self._waiter: asyncio.Future[None] | None = None
-        # Taking the last record set made room and woke the fetch task: _take then yields
+        # Taking the last record set made room and woke the fetch task: _wait then yields
         # once, so that task writes its next Fetch before the set is decoded. Set by
-        # _release, cleared by _take; reader only. (_record_sets, which hands whole sets
-        # out, leaves it set until its next wait: one more pass of the loop then.)
+        # _pop_record_set, cleared by _wait; reader only. (_record_sets, which hands whole
+        # sets out, leaves it set until its next wait: one more pass of the loop then.)
         self._room_made = False
         self._paused = False
         self._closed = False
@@ -212,7 +212,13 @@ class PartitionConsumer:
 
     def fetchable(self) -> bool:
         """Whether the fetch task should include this partition in its next request."""
-        return not self._paused and not self._closed and not self._full()
+        # _full() inline: the fetch task asks this of every partition every round.
+        return not (
+            self._paused
+            or self._closed
+            or self._queued >= self._buffer_size
+            or self._queued_bytes >= self._buffer_bytes
+        )
 
     # ------------------------------------------------------------------ producer side
 
@@ -224,7 +230,11 @@ class PartitionConsumer:
         self._chunks.append(records)
         self._queued += records.count
         self._queued_bytes += records.bytes_consumed
-        self._wake_reader()
+        waiter = self._waiter  # _wake_reader() inline: once per record set
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _fail(self, error: BaseException) -> None:
         """End the partition with ``error``: the reader gets what was buffered, then the error."""
@@ -241,22 +251,24 @@ class PartitionConsumer:
 
     def _wake_reader(self) -> None:
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     # ------------------------------------------------------------------ consumer side
 
     def _next_chunk(self) -> list[ConsumerMessage] | None:
         """Decode the next buffered record batch (None when nothing is buffered)."""
         while True:
+            decoding = self._decoding
+            if decoding is _DECODED:  # the last set was decoded whole: its chunk is out
+                self._decoding = decoding = None
             try:
-                decoding = self._decoding
-                if decoding is not None:
-                    chunk = next(decoding, None)
-                else:
-                    records = self._next_record_set()
-                    if records is None:
+                if decoding is None:
+                    if not self._chunks:  # a caught-up reader's every other call
                         return None
+                    records = self._pop_record_set()
                     self._handed = records.start  # exact while nothing of it is decoded
                     room_made = self._room_made
                     chunk = None if room_made else records.decode_whole(self._buffer_size)
@@ -265,12 +277,14 @@ class PartitionConsumer:
                             self._buffer_size, self._bounds, self._refused
                         )
                         if room_made:
-                            return None  # _take lets the fetch task write its request first
+                            return None  # _wait() lets the fetch task write its request first
                         chunk = next(decoding, None)
                     elif chunk:
                         # Decoded whole: nothing is left of it, but until the reader asks
                         # again its position is past this chunk, as with decode_batches.
                         self._decoding = _DECODED
+                else:
+                    chunk = next(decoding, None)
             except CorruptMessageError as exc:
                 # Refetching returns the same bytes: the partition cannot go on.
                 self._drop_buffer()
@@ -281,23 +295,23 @@ class PartitionConsumer:
                 return chunk
             self._decoding = None
 
-    def _release(self, records: RecordSet) -> None:
-        """``records`` left the buffer; wake the fetch task if that made room."""
+    def _next_record_set(self) -> RecordSet | None:
+        """The next buffered record set, undecoded (None when nothing is buffered)."""
+        return self._pop_record_set() if self._chunks else None
+
+    def _pop_record_set(self) -> RecordSet:
+        """Take the first buffered record set (there is one); its leaving the buffer wakes
+        the fetch task if that made room."""
+        records = self._chunks.popleft()
         was_full = self._full()
         self._queued -= records.count
         self._queued_bytes -= records.bytes_consumed
         if was_full and not self._full() and not self._paused:
             self._wake_fetcher()
             self._room_made = True
-
-    def _next_record_set(self) -> RecordSet | None:
-        """The next buffered record set, undecoded (None when nothing is buffered)."""
-        if not self._chunks:
-            return None
-        records = self._chunks.popleft()
-        self._release(records)
-        self.consumed.records += records.count  # per record set: metrics cost nothing
-        self.consumed.bytes += records.bytes_consumed
+        consumed = self.consumed  # per record set: metrics cost nothing
+        consumed.records += records.count
+        consumed.bytes += records.bytes_consumed
         return records
 
     async def _record_sets(self) -> AsyncIterator[RecordSet]:
@@ -309,60 +323,94 @@ class PartitionConsumer:
         any, once the buffered record sets are taken.
         """
         while True:
-            records = await self._take(self._next_record_set)
-            if records is None:
-                return
-            yield records
-
-    async def _take(self, take: Callable[[], _T | None]) -> _T | None:
-        """The next item ``take`` returns, waiting for one; None once closed and drained.
-
-        Raises the partition's fatal error (once) when it ends on one.
-        """
-        while True:
-            chunk = take()
-            if chunk is not None:
-                return chunk
-            if self._room_made:
-                # Taking a record set made room. The fetch task it woke runs only when
-                # this task (and every reader woken with it) awaits, which a reader with
-                # records does not do before its buffer is empty: yield once, so the next
-                # Fetch is written now and its round trip overlaps with the decoding
-                # instead of following it. Nothing of the set was handed out yet, so a
-                # cancellation here loses nothing.
-                self._room_made = False
-                await asyncio.sleep(0)
+            records = self._next_record_set()
+            if records is not None:
+                yield records
                 continue
-            if self._closed:
-                error, self._error = self._error, None
-                if error is not None:
-                    raise error
-                return None
-            self._waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._waiter
-            finally:
-                self._waiter = None
+                waiter = self._wait()
+            except StopAsyncIteration:
+                return
+            await _wait_on(waiter)
 
-    async def batches(self) -> AsyncIterator[list[ConsumerMessage]]:
+    def _wait(self) -> asyncio.Future[None] | None:
+        """What the reader awaits when nothing is buffered: a future resolved by the next
+        record set (or the end), or None to yield once to the loop; raises
+        StopAsyncIteration once closed and drained, or the partition's fatal error (once).
+        """
+        if self._room_made:
+            # Taking a record set made room. The fetch task it woke runs only when this
+            # task (and every reader woken with it) awaits, which a reader with records
+            # does not do before its buffer is empty: yield once, so the next Fetch is
+            # written now and its round trip overlaps with the decoding instead of
+            # following it. Nothing of the set was handed out yet, so a cancellation
+            # there loses nothing.
+            self._room_made = False
+            return None
+        if self._closed:
+            error, self._error = self._error, None
+            if error is not None:
+                raise error
+            raise StopAsyncIteration
+        # The future's class itself, not loop.create_future(): no Python frame per wait.
+        waiter = self._waiter = asyncio.Future(loop=asyncio.get_running_loop())
+        return waiter
+
+    def _next_batch(self) -> list[ConsumerMessage] | asyncio.Future[None] | None:
+        """One step of :meth:`batches`: the next list to hand out, or what to await first
+        (see :meth:`_wait`, which also ends the stream)."""
+        current = self._current
+        if current is not None:  # the rest of the chunk messages() is part-way through
+            self._current = None
+            rest = list(current)
+            if rest:
+                return rest
+        chunk = self._next_chunk()
+        return chunk if chunk is not None else self._wait()
+
+    def _next_messages(self) -> Iterator[ConsumerMessage] | asyncio.Future[None] | None:
+        """One step of :meth:`messages` once the last chunk's iterator ran out: an
+        iterator over the next messages (``_current``), or what to await first (see
+        :meth:`_wait`); raises StopAsyncIteration after :meth:`close`."""
+        current = self._current
+        if current is not None:
+            if operator.length_hint(current):  # left by an earlier iteration
+                return current
+            # Handed out whole: the reader owns it now. Kept here, it would stay alive
+            # as long as the partition is idle (thousands of lists).
+            self._current = None
+            self._chunk = []
+            if self._stopped:
+                raise StopAsyncIteration
+        chunk = self._next_chunk()
+        if chunk is None:
+            return self._wait()
+        self._chunk = chunk
+        self._current = current = iter(chunk)
+        return current
+
+    def batches(self) -> AsyncIterator[list[ConsumerMessage]]:
         """Yield decoded chunks as they arrive (the fast path: no copy, no per-message step).
 
         Ends after :meth:`close`; raises the partition's fatal error, if any,
         once the buffered messages are consumed. Resumes where an earlier
         :meth:`messages` iteration stopped (the rest of its chunk comes first).
         """
+        if _BatchStream is not None:
+            return _BatchStream(self)  # C: no async-generator round trip per list
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[list[ConsumerMessage]]:
+        """:meth:`batches` without the C extension."""
         while True:
-            current = self._current
-            if current is not None:
-                self._current = None
-                rest = list(current)
-                if rest:
-                    yield rest
-                continue
-            chunk = await self._take(self._next_chunk)
-            if chunk is None:
+            try:
+                got = self._next_batch()
+            except StopAsyncIteration:  # from _wait(): closed and drained
                 return
-            yield chunk
+            if isinstance(got, list):
+                yield got
+            else:
+                await _wait_on(got)
 
     def messages(self) -> AsyncIterator[ConsumerMessage]:
         """Yield one :class:`~consumergroup.ConsumerMessage` at a time, in offset order.
@@ -379,40 +427,16 @@ class PartitionConsumer:
     async def _messages(self) -> AsyncIterator[ConsumerMessage]:
         """:meth:`messages` without the C extension."""
         while True:
-            current = self._current
-            if current is not None:
-                # stop() and seek() exhaust this iterator, which ends the loop.
-                for message in current:
-                    yield message
             try:
-                message = await self._refill()
+                got = self._next_messages()
             except StopAsyncIteration:
                 return
-            yield message
-
-    async def _refill(self) -> ConsumerMessage:
-        """The next message once the current chunk is used up: waits for the next chunk;
-        raises StopAsyncIteration when the partition is closed and drained, or after
-        :meth:`close`. Both :meth:`messages` implementations call it once per chunk."""
-        while True:
-            current = self._current
-            if current is not None:
-                message = next(current, None)
-                if message is not None:
-                    return message
-                if self._current is current:
-                    # Handed out whole: the reader owns it now. Kept here, it would stay
-                    # alive as long as the partition is idle (thousands of lists).
-                    self._current = None
-                    self._chunk = []
-                if self._stopped:
-                    raise StopAsyncIteration
+            if got is None or isinstance(got, asyncio.Future):
+                await _wait_on(got)
                 continue
-            chunk = await self._take(self._next_chunk)
-            if chunk is None:
-                raise StopAsyncIteration
-            self._chunk = chunk
-            self._current = iter(chunk)
+            # stop() and seek() exhaust this iterator, which ends the loop.
+            for message in got:
+                yield message
 
     def pause(self) -> None:
         """Stop fetching this partition (buffered messages are still delivered)."""
@@ -480,6 +504,14 @@ class PartitionConsumer:
             self._closed = True
             self._wake_reader()
             self._on_close(self)
+
+
+async def _wait_on(waiter: asyncio.Future[None] | None) -> None:
+    """Await what :meth:`PartitionConsumer._wait` returned (None: yield once)."""
+    if waiter is None:
+        await asyncio.sleep(0)
+    else:
+        await waiter
 
 
 #: ``_decoding`` of a record set decoded whole (RecordSet.decode_whole): already exhausted.

@@ -298,51 +298,66 @@ MessageStream: Any = _cstream.MessageStream
 
 
 class _FakePC:
-    """What MessageStream reads of a PartitionConsumer: ``_current`` and ``_refill()``."""
+    """What the streams call on a PartitionConsumer: ``_next_messages()`` (MessageStream)
+    and ``_next_batch()`` (BatchStream), each returning its next prepared step."""
 
-    def __init__(self, current: Any = None) -> None:
-        self._current = current
+    def __init__(self, *steps: Any) -> None:
+        self.steps = list(steps)
         self.stream: Any = None
 
-    async def _refill(self) -> Any:
-        self._current = self.next_current
-        return "first"
+    def _next_messages(self) -> Any:
+        if not self.steps:
+            raise StopAsyncIteration
+        return self.steps.pop(0)
 
-    next_current: Any = None
+    _next_batch = _next_messages
 
 
-async def test_a_current_that_is_not_an_iterator_is_a_type_error() -> None:
-    pc = _FakePC()
-    pc.next_current = [1, 2]  # a list, not an iterator over it
+async def test_a_step_that_is_neither_an_item_nor_an_awaitable_is_a_type_error() -> None:
+    pc = _FakePC([1, 2], iter([1, 2]))  # a list, not an iterator over it
     stream = MessageStream(pc)
-    with pytest.raises(TypeError, match="not an iterator"):
+    with pytest.raises(TypeError, match="not an item or an awaitable"):
         await stream.__anext__()
-    pc.next_current = iter([1, 2])
-    assert [await stream.__anext__(), await stream.__anext__()] == ["first", 1]
+    assert [await stream.__anext__(), await stream.__anext__()] == [1, 2]
+    batches = _cstream.BatchStream(_FakePC(iter([1]), [3]))
+    with pytest.raises(TypeError, match="not an item or an awaitable"):
+        await batches.__anext__()
+    assert await batches.__anext__() == [3]
 
 
 async def test_a_stream_made_without_init_is_refused() -> None:
-    stream = MessageStream.__new__(MessageStream)
-    with pytest.raises(RuntimeError, match="not initialised"):
-        await stream.__anext__()
-    stream.close()
+    for cls in (MessageStream, _cstream.BatchStream):
+        stream = cls.__new__(cls)
+        with pytest.raises(RuntimeError, match="not initialised"):
+            await stream.__anext__()
+        stream.close()
 
 
 _REENTERED = """
 import asyncio
-from consumergroup.consumer._cstream import MessageStream
+from consumergroup.consumer._cstream import BatchStream, MessageStream
 
 class PC:
-    _current = None
+    waited = False
 
-    async def _refill(self):
+    def _next_messages(self):
+        if {in_step}:
+            {action}
+        if not self.waited:
+            self.waited = True
+            return self.wait()
+        return iter(["message"])
+
+    def _next_batch(self):
+        return [next(self._next_messages())]
+
+    async def wait(self):
         await asyncio.sleep(0)
         {action}
-        return "message"
 
 async def main():
     pc = PC()
-    pc.stream = MessageStream(pc)
+    pc.stream = {cls}(pc)
     try:
         await pc.stream.__anext__()
     except ValueError as exc:
@@ -353,25 +368,40 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.parametrize("cls", ["MessageStream", "BatchStream"])
+@pytest.mark.parametrize("in_step", [True, False])
 @pytest.mark.parametrize(
     "action",
     ["self.stream.close()", "self.stream.throw(KeyError('x'))", "self.stream.__init__(self)"],
 )
-def test_the_stream_refuses_to_be_closed_from_inside_its_refill(action: str) -> None:
-    """close()/throw()/__init__ from pc._refill() would free the coroutine running them."""
-    done = _run([], _REENTERED.format(action=action))
+def test_the_stream_refuses_to_be_closed_from_inside_its_step_or_wait(
+    action: str, in_step: bool, cls: str
+) -> None:
+    """close()/throw()/__init__ from inside the pc's step or the awaitable it returned
+    would free what is running them."""
+    code = _REENTERED.format(action=action, in_step=in_step, cls=cls)
+    if cls == "BatchStream" and not in_step:
+        code = code.replace("return [next(self._next_messages())]", "return self.wait()")
+    done = _run([], code)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (
         f"exit {done.returncode}:\n{done.stdout}{done.stderr[-3000:]}"
     )
 
 
 def test_streams_still_iterate_normally() -> None:
-    async def main() -> list[Any]:
-        pc = _FakePC()
-        pc.next_current = iter([2, 3])
-        return [m async for m in _limited(MessageStream(pc), 3)]
+    async def main() -> tuple[list[Any], list[Any]]:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.call_soon(ready.set_result, "ignored")
+        messages = _FakePC(iter([1]), None, ready, iter([2, 3]), iter([4]))
+        batches = _FakePC([1], None, loop.create_future(), [2, 3])
+        batches.steps[2].set_result(None)  # a wait already over: asked again at once
+        return (
+            [m async for m in _limited(MessageStream(messages), 3)],
+            [b async for b in _cstream.BatchStream(batches)],
+        )
 
-    assert asyncio.run(main()) == ["first", 2, 3]
+    assert asyncio.run(main()) == ([1, 2, 3], [[1], [2, 3]])
 
 
 async def _limited(stream: Any, n: int) -> Any:

@@ -1,6 +1,7 @@
-"""PartitionConsumer.messages(): the C stream (``_cstream.MessageStream``) and the Python
-async generator it replaces behave alike: order, chunk boundaries, break and resume,
-stop() mid-chunk and while waiting, cancellation, errors, tracing, references.
+"""PartitionConsumer.messages() and .batches(): the C streams (``_cstream.MessageStream``,
+``_cstream.BatchStream``) and the Python async generators they replace behave alike:
+order, chunk boundaries, break and resume, stop() mid-chunk and while waiting,
+cancellation, errors, tracing, references.
 
 In-process: the partition is fed framed record sets (``scan_records`` over real v2
 batches), as its fetch task would; nothing here needs a broker.
@@ -31,6 +32,7 @@ def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     """Run each test with the C stream and with the Python fallback."""
     if request.param == "python":
         monkeypatch.setattr(partition_module, "_MessageStream", None)
+        monkeypatch.setattr(partition_module, "_BatchStream", None)
     elif partition_module._MessageStream is None:
         pytest.skip("the C extension _cstream is not built (or CONSUMERGROUP_PURE_PYTHON)")
     yield request.param
@@ -64,18 +66,20 @@ async def _take(stream: AsyncIterator[ConsumerMessage], n: int) -> list[int]:
 
 
 async def _waiting(
-    pc: PartitionConsumer, got: list[int], last: int
-) -> tuple[asyncio.Task[None], AsyncIterator[ConsumerMessage]]:
-    """A task reading ``pc.messages()`` into ``got``, returned once it has read ``last``
-    and is waiting for the next record set; and the stream it reads (kept alive by the
-    caller, so what happens to it is not the work of its deallocation)."""
+    pc: PartitionConsumer, got: list[int], last: int, api: str = "messages"
+) -> tuple[asyncio.Task[None], AsyncIterator[Any]]:
+    """A task reading ``pc.messages()`` (or ``pc.batches()``) into ``got``, returned once
+    it has read ``last`` and is waiting for the next record set; and the stream it reads
+    (kept alive by the caller, so what happens to it is not the work of its
+    deallocation)."""
     reached = asyncio.Event()
-    stream = pc.messages()
+    stream: AsyncIterator[Any] = pc.batches() if api == "batches" else pc.messages()
 
     async def consume() -> None:
-        async for msg in stream:
-            got.append(msg.offset)
-            if msg.offset == last:
+        async for item in stream:
+            msgs = item if api == "batches" else [item]
+            got.extend(m.offset for m in msgs)
+            if msgs[-1].offset == last:
                 reached.set()
 
     task = asyncio.create_task(consume())
@@ -146,25 +150,29 @@ async def test_stop_while_waiting_ends_the_loop(impl: str) -> None:
     assert got == [0, 1]
 
 
-async def test_cancelled_while_waiting_then_resumed(impl: str) -> None:
+@pytest.mark.parametrize("api", ["messages", "batches"])
+async def test_cancelled_while_waiting_then_resumed(impl: str, api: str) -> None:
     pc = _pc()
     _feed(pc, 0, 2)
     got: list[int] = []
-    task, _stream = await _waiting(pc, got, 1)
+    task, _stream = await _waiting(pc, got, 1, api)
+    waiter = pc._waiter
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    # The cancellation went through the wait itself (the stream forwards it).
-    assert pc._waiter is None and not pc.closed
+    # The cancellation went through the wait itself (the stream forwards it): its future
+    # was cancelled, the partition goes on (the done future left behind wakes nobody).
+    assert waiter is not None and waiter.cancelled() and not pc.closed
     _feed(pc, 2, 3)
     assert await _take(pc.messages(), 3) == [2, 3, 4]
 
 
-async def test_an_error_while_waiting_is_raised_from_the_loop(impl: str) -> None:
+@pytest.mark.parametrize("api", ["messages", "batches"])
+async def test_an_error_while_waiting_is_raised_from_the_loop(impl: str, api: str) -> None:
     pc = _pc()
     _feed(pc, 0, 1)
     got: list[int] = []
-    task, _stream = await _waiting(pc, got, 0)
+    task, _stream = await _waiting(pc, got, 0, api)
     pc._fail(ConsumerError("broken"))
     with pytest.raises(ConsumerError, match="broken"):
         await asyncio.wait_for(task, 5)
@@ -221,3 +229,38 @@ async def test_a_chunk_handed_out_whole_is_not_kept_while_waiting(impl: str) -> 
     await asyncio.wait_for(task, 5)
     assert got == list(range(CHUNK))
     assert kept == []
+
+
+# --- batches(): the same for lists --------------------------------------------------------
+
+
+async def test_batches_in_order_across_record_sets_then_the_error_then_the_end(
+    impl: str,
+) -> None:
+    pc = _pc()
+    _feed(pc, 0, 10)
+    _feed(pc, 10, 1)
+    pc._fail(ConsumerError("done"))
+    lists: list[list[int]] = []
+    with pytest.raises(ConsumerError, match="done"):
+        async for batch in pc.batches():
+            lists.append([m.offset for m in batch])
+    assert lists == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9], [10]]  # at most CHUNK a list
+    assert [b async for b in pc.batches()] == []  # closed and drained
+
+
+async def test_batches_waits_for_each_record_set_then_stop_ends_it(impl: str) -> None:
+    pc = _pc()
+    _feed(pc, 0, 1)
+    got: list[int] = []
+    task, _stream = await _waiting(pc, got, 0, "batches")
+    for offset in range(1, 4):  # one record set at a time, as a caught-up partition gets
+        _feed(pc, offset, 1)
+        for _ in range(20):
+            if offset in got:
+                break
+            await asyncio.sleep(0)
+        assert got == list(range(offset + 1)) and pc.position == offset + 1
+    pc.stop()
+    await asyncio.wait_for(task, 5)
+    assert got == [0, 1, 2, 3]

@@ -21,19 +21,21 @@ from consumergroup.consumer.partition import PartitionConsumer
 from .test_message_stream import CHUNK, _feed, _pc
 
 
-@pytest.fixture(params=["batches", "messages-c", "messages-python"])
+@pytest.fixture(params=["batches-c", "batches-python", "messages-c", "messages-python"])
 def api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test reads with batches(), the C messages() stream and its Python fallback."""
-    if request.param == "messages-python":
+    """Each test reads with batches() and messages(), each with its C stream and with its
+    Python fallback."""
+    if request.param.endswith("-python"):
         monkeypatch.setattr(partition_module, "_MessageStream", None)
-    elif request.param == "messages-c" and partition_module._MessageStream is None:
+        monkeypatch.setattr(partition_module, "_BatchStream", None)
+    elif partition_module._MessageStream is None:
         pytest.skip("the C extension _cstream is not built (or CONSUMERGROUP_PURE_PYTHON)")
     return str(request.param)
 
 
 async def _read(pc: PartitionConsumer, api: str, until: int, got: list[object]) -> None:
     """Append the offsets ``pc`` hands out to ``got`` up to offset ``until``."""
-    if api == "batches":
+    if api.startswith("batches"):
         async for batch in pc.batches():
             got.extend(m.offset for m in batch)
             if batch[-1].offset >= until:
