@@ -494,6 +494,85 @@ enum { H_BASE = 0, H_MAGIC = 16, H_ATTRIBUTES = 21, H_LAST_DELTA = 23, H_FIRST_T
 #define CODEC_MASK 0x07
 #define LOG_APPEND_TIME 0x08
 
+PyDoc_STRVAR(scan_v2_doc,
+"scan_v2(records, fetch_offset) -> (kept, count, next_offset, end) | None\n\n"
+"records.scan_records for a record set of v2 batches read uncommitted, without CRC\n"
+"checks: the kept batches as (memoryview, 2, byte position), the records they hold at or\n"
+"after `fetch_offset`, the offset to fetch next and the bytes the complete batches\n"
+"cover. None at anything else (another format, a batch too short, offsets out of\n"
+"range): scan it in Python, which raises or reads the other formats.");
+
+#define CONTROL 0x20
+#define LOG_OVERHEAD 12
+#define V2_MIN_LENGTH 49
+
+static PyObject *
+scan_v2(PyObject *module, PyObject *args)
+{
+    PyObject *records;
+    long long fetch_offset;
+    if (!PyArg_ParseTuple(args, "OL:scan_v2", &records, &fetch_offset)) {
+        return NULL;
+    }
+    PyObject *view = PyMemoryView_FromObject(records);
+    if (view == NULL) {
+        return NULL;
+    }
+    PyObject *kept = PyList_New(0), *result = NULL;
+    if (kept == NULL) {
+        goto done;
+    }
+    Py_buffer *buf = PyMemoryView_GET_BUFFER(view);
+    if (!PyBuffer_IsContiguous(buf, 'C') || buf->itemsize != 1) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const uint8_t *data = (const uint8_t *)buf->buf;
+    const Py_ssize_t end = buf->len;
+    Py_ssize_t pos = 0;
+    long long count = 0, next_offset = fetch_offset;
+    while (end - pos >= LOG_OVERHEAD) {
+        int32_t length = (int32_t)be32(data + pos + 8);
+        if (length >= 0 && (Py_ssize_t)length > end - pos - LOG_OVERHEAD) {
+            break; /* cut short by the fetch size: the set ends there */
+        }
+        /* length >= 49: the header's 61 bytes are inside the buffer */
+        if (length < V2_MIN_LENGTH || data[pos + H_MAGIC] != 2) {
+            result = Py_NewRef(Py_None); /* another format, or an error to word */
+            goto done;
+        }
+        Py_ssize_t batch_end = pos + LOG_OVERHEAD + length;
+        long long first = (int64_t)be64(data + pos + H_BASE);
+        long long last_delta = (int32_t)be32(data + pos + H_LAST_DELTA);
+        int attributes = (int)(int16_t)(((uint16_t)data[pos + H_ATTRIBUTES] << 8) |
+                                        data[pos + H_ATTRIBUTES + 1]);
+        long long batch_next;
+        if (__builtin_add_overflow(first, last_delta + 1, &batch_next)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (!(attributes & CONTROL) && batch_next > fetch_offset) {
+            PyObject *slice = PySequence_GetSlice(view, pos, batch_end);
+            PyObject *item = slice ? Py_BuildValue("(Nin)", slice, 2, pos) : NULL;
+            if (item == NULL || PyList_Append(kept, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+            count += batch_next - (first > fetch_offset ? first : fetch_offset);
+        }
+        if (batch_next > next_offset) {
+            next_offset = batch_next;
+        }
+        pos = batch_end;
+    }
+    result = Py_BuildValue("OLLn", kept, count, next_offset, pos);
+done:
+    Py_XDECREF(kept);
+    Py_DECREF(view);
+    return result;
+}
+
 PyDoc_STRVAR(decode_v2_batch_doc,
 "decode_v2_batch(batch, topic, partition, start, limit) -> list | None\n\n"
 "The messages of a whole uncompressed v2 batch (its header included) of at most `limit`\n"
@@ -971,6 +1050,7 @@ bind(PyObject *module, PyObject *cls)
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, decode_v2_doc},
     {"decode_v2_batch", decode_v2_batch, METH_VARARGS, decode_v2_batch_doc},
+    {"scan_v2", scan_v2, METH_VARARGS, scan_v2_doc},
     {"decode_v2_columns", decode_v2_columns, METH_VARARGS, decode_v2_columns_doc},
     {"bind", bind, METH_O, bind_doc},
     {"frame_buffer", frame_buffer, METH_O, frame_buffer_doc},

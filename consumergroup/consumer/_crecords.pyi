@@ -41,6 +41,13 @@ def decode_v2_batch(
     body with the header's fields. None for a compressed batch, one of more than
     ``limit`` records or not v2. ValueError on corrupt input."""
 
+def scan_v2(
+    records: Buffer, fetch_offset: int, /
+) -> tuple[list[tuple[memoryview, int, int]], int, int, int] | None:
+    """``records.scan_records`` of a record set of v2 batches read uncommitted without CRC
+    checks: (kept batches, records, next offset, bytes covered); None for anything else
+    (another format, a batch too short, offsets out of range)."""
+
 def decode_v2_columns(
     body: Buffer,
     pos: int,

@@ -132,6 +132,12 @@ _decode_v2_batch: DecodeV2Batch | None = (
     if _crecords_module is not None and _decode_v2 is not None
     else None
 )
+#: ``scan_v2(records, fetch_offset) -> (kept, count, next_offset, end) | None``: the
+#: C scan of a record set of v2 batches (read uncommitted, no CRC checks), or None
+#: without the extension; see :func:`scan_records`.
+_scan_v2: (
+    Callable[[object, int], tuple[list[tuple[memoryview, int, int]], int, int, int] | None] | None
+) = _crecords_module.scan_v2 if _crecords_module is not None else None
 #: The C column decoder, or None without the extension (callers then decode messages).
 decode_v2_columns: DecodeV2Columns | None = (
     _crecords_module.decode_v2_columns if _crecords_module is not None else None
@@ -271,12 +277,22 @@ def scan_records(
     is malformed; a malformed batch after good ones ends the set instead, so the good
     ones are delivered and the next fetch, which starts at the bad batch, raises.
     """
-    kept: list[tuple[memoryview, int, int]] = []
+    if not records:
+        return RecordSet(topic, partition, fetch_offset, [], 0, fetch_offset, False, 0)
+    if _scan_v2 is not None and not read_committed and not check_crcs:
+        # A caught-up partition's every answer: its v2 batches in one C call. None for
+        # anything it does not read (another format, a batch to refuse): read on below.
+        scanned = _scan_v2(records, fetch_offset)
+        if scanned is not None:
+            kept, count, next_offset, pos = scanned
+            end = len(records)
+            return RecordSet(
+                topic, partition, fetch_offset, kept, count, next_offset, pos < end, pos
+            )
+    kept = []
     count = 0
     next_offset = fetch_offset
     pos = 0
-    if not records:
-        return RecordSet(topic, partition, fetch_offset, kept, 0, fetch_offset, False, 0)
     view = memoryview(records)
     end = len(view)
     txns = AbortedTransactions(aborted_transactions) if read_committed else None

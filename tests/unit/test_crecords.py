@@ -38,6 +38,7 @@ from tests.unit.test_records import (
     Rec,
     c_decoder,
     c_decoder_batch,
+    legacy_set,
     v2_batch,
 )
 
@@ -336,6 +337,45 @@ def test_a_whole_batch_in_one_call_reads_its_header_in_bounds() -> None:
     want = [fields(m) for m in decode(_guard.place(batch), TOPIC, PARTITION, 0, 3)]
     assert want == both(batch, 0)[0]
     assert decode(_guard.place(batch), TOPIC, PARTITION, 0, 2) is None  # over the limit
+
+
+def _scanned(data: bytes, fetch_offset: int, c: bool) -> Any:
+    """scan_records' result (kept batches as bytes) or its error, on the C scan or not."""
+    saved = records_module._scan_v2
+    records_module._scan_v2 = saved if c else None
+    try:
+        rs = records_module.scan_records(TOPIC, PARTITION, _guard.place(data), fetch_offset)
+    except CorruptMessageError as exc:
+        return str(exc)
+    finally:
+        records_module._scan_v2 = saved
+    kept = [(bytes(b), magic, pos) for b, magic, pos in rs.batches]
+    return (rs.start, kept, rs.count, rs.next_offset, rs.partial, rs.bytes_consumed)
+
+
+def test_the_c_scan_frames_as_the_python_scan() -> None:
+    """scan_v2 (a caught-up partition's every answer) gives scan_records' result, or
+    leaves the set to the Python scan: same batches, counts, offsets and errors, on
+    record sets cut at every byte, overwritten at every header byte, with control
+    batches and v0/v1 messages among them, from fetch offsets before, inside and past."""
+    assert records_module._scan_v2 is not None, "the C extension is not built"
+    batch = _sample_batch()  # offsets 0-2
+    second = bytearray(v2_batch([Rec(0, None, b"x"), Rec(1, b"k", None)]))
+    second[0:8] = (3).to_bytes(8, "big")
+    control = bytearray(v2_batch([Rec(0, b"\x00\x00\x00\x00", b"")]))
+    control[0:8] = (5).to_bytes(8, "big")
+    struct.pack_into(">h", control, 21, 0x20)  # a control batch (no CRC check here)
+    whole = batch + bytes(second) + bytes(control)
+    cases = [whole[:cut] for cut in range(len(whole) + 1)]
+    cases += [
+        whole[:i] + bytes([byte]) + whole[i + 1 :]
+        for i in [*range(61), *range(len(batch), len(batch) + 61)]
+        for byte in (0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF)
+    ]
+    cases += [legacy_set(1, [Rec(0, None, b"v")]), batch + legacy_set(0, [Rec(3, None, b"v")])]
+    for data in cases:
+        for fetch_offset in (-1, 0, 2, 3, 5, 6, 99):
+            assert _scanned(data, fetch_offset, True) == _scanned(data, fetch_offset, False)
 
 
 def test_every_byte_overwritten_is_fine_or_corrupt() -> None:
