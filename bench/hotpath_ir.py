@@ -219,18 +219,13 @@ def _noop(_pc: object) -> None:
 
 def instructions(mode: str, n: int) -> int:
     """Total instructions of one child run under callgrind."""
-    out = f"/tmp/hotpath-ir-{os.getpid()}-{mode}-{n}.out"
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}",
-        sys.executable,
-        "-m",
-        "bench.hotpath_ir",
-        "--run",
-        mode,
-        str(n),
-    ]
+    return callgrind_total(["-m", "bench.hotpath_ir", "--run", mode, str(n)])
+
+
+def callgrind_total(args: list[str]) -> int:
+    """Total instructions of ``python ARGS`` (this interpreter) under callgrind."""
+    out = f"/tmp/callgrind-{os.getpid()}-{'-'.join(args[-3:])}.out"
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, *args]
     env = dict(os.environ, PYTHONHASHSEED="0")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     os.unlink(out)

@@ -1,5 +1,6 @@
-"""``python -m bench.hotpath_ir``'s modes run (uninstrumented, a few hundred messages): the
-tool builds a real session and claims, so a change of their constructors breaks it."""
+"""``python -m bench.hotpath_ir``'s and ``bench.reader_wake``'s modes run (uninstrumented, a
+few hundred messages): the tools build a real session, claims and partition consumers, so a
+change of their constructors breaks them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from bench import __main__ as bench_main
-from bench import hotpath_ir, report
+from bench import hotpath_ir, reader_wake, report
 from tests.helpers import global_tracer_provider
 
 
@@ -25,6 +26,15 @@ def test_every_mode_consumes_every_message(mode: str) -> None:
             assert hotpath_ir.run(mode, 300) == 300
     finally:
         gc.enable()  # the tool turns the collector off for its own process; this is pytest's
+
+
+@pytest.mark.parametrize("mode", reader_wake.MODES)
+@pytest.mark.parametrize("records", [1, 5])
+def test_every_reader_wake_mode_reads_every_record(mode: str, records: int) -> None:
+    try:
+        assert reader_wake.run(mode, 200, records) == 200 * records
+    finally:
+        gc.enable()
 
 
 def test_absent_child_cannot_import_opentelemetry() -> None:
