@@ -211,14 +211,9 @@ class PartitionConsumer:
         return not self._paused and not self._closed and self._full()
 
     def fetchable(self) -> bool:
-        """Whether the fetch task should include this partition in its next request."""
-        # _full() inline: the fetch task asks this of every partition every round.
-        return not (
-            self._paused
-            or self._closed
-            or self._queued >= self._buffer_size
-            or self._queued_bytes >= self._buffer_bytes
-        )
+        """Whether the fetch task should include this partition in its next request (its
+        per-round scan, ``BrokerConsumer._round``, tests the same fields inline)."""
+        return not self._paused and not self._closed and not self._full()
 
     # ------------------------------------------------------------------ producer side
 
