@@ -31,7 +31,7 @@ import ssl
 import struct
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..config import Config
 from ..consumer._native import load_extension
@@ -177,8 +177,9 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.writable.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not isinstance(): uvloop's transports (uvicorn's default loop when installed)
+        # implement asyncio.Transport without deriving from it.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         _set_keepalive(sock)
         # Linux only: it grows the receive buffer to the mark; elsewhere a mark above the

@@ -28,6 +28,7 @@ from tests.conftest import unique
 from tests.helpers import add_scram_user, certificate, produce
 from tests.integration.cli_support import run_cli
 from tests.integration.group_support import Recorder, group_config, running_member, wait_for
+from tests.integration.test_event_loops import on_uvloop, produce_and_resume
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka ([bench])")
 
@@ -140,6 +141,17 @@ async def test_a_group_consumes_through_a_secured_listener(
     async with running_member(address, unique(), [topic], rec, config) as (member, run):
         await wait_for(lambda: len(rec.seen) == 20, 60, "the 20 records")
         assert not run.done() and member.state is cg.GroupState.STABLE
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), [("SSL", None), ("SASL_SSL", "SCRAM-SHA-512")])
+async def test_tls_on_uvloop(secured: Secured, listener: str, mechanism: str | None) -> None:
+    """uvloop's TLS transport carries our buffered protocol: produce, consume, resume."""
+    kc = secured.cluster
+    topic = unique("sec-uvloop")
+    await kc.create_topic(topic, 3)
+    config = secure_config(secured.ca, listener, mechanism)
+    address = kc.listener_bootstrap(listener)
+    await asyncio.to_thread(on_uvloop, lambda: produce_and_resume(address, topic, config))
 
 
 async def test_a_wrong_password_is_a_clear_error(secured: Secured) -> None:
