@@ -374,6 +374,48 @@ async def _producer(
     return result
 
 
+def schedstat(pid: int) -> tuple[int, int, int] | None:
+    """The scheduler's account of process ``pid``, summed over its threads (Linux's
+    ``/proc/<pid>/task/*/schedstat``): ns on a CPU, ns runnable but waiting for one, and
+    time slices (each run on a CPU after a wait). None where it cannot be read."""
+    total = [0, 0, 0]
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                fields = f.read().split()
+            for i in range(3):
+                total[i] += int(fields[i])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total[0], total[1], total[2]
+
+
+async def sched_window(pids: dict[str, int], start: float, length: float) -> dict[str, Any]:
+    """Each process's scheduling over the window from ``start`` s to ``start + length`` s
+    from now: CPU and run-queue wait per time slice (us), and slices a second. Why: on a
+    shared machine a record's latency is also how long its consumer waited for a CPU once
+    the answer woke it, and the scheduler favours a process that runs briefly each time."""
+    await asyncio.sleep(start)
+    before = {name: schedstat(pid) for name, pid in pids.items()}
+    await asyncio.sleep(length)
+    out: dict[str, Any] = {}
+    for name, pid in pids.items():
+        a, b = before[name], schedstat(pid)
+        if a is None or b is None or b[2] <= a[2]:
+            continue
+        slices = b[2] - a[2]
+        out[name] = {
+            "slice_cpu_us": (b[0] - a[0]) / slices / 1e3,
+            "slice_wait_us": (b[1] - a[1]) / slices / 1e3,
+            "slices_per_s": slices / length,
+        }
+    return out
+
+
+#: The scheduler figures of a row (nan where /proc gave none), per time slice.
+SCHED_KEYS = ("slice_cpu_us", "slice_wait_us", "slices_per_s")
+
+
 async def run_once(
     ps: Procs,
     bootstrap: str,
@@ -395,6 +437,7 @@ async def run_once(
     topic = await create_topic(bootstrap, partitions, "lat")
     running: dict[str, tuple[PeerProc, Path, asyncio.Event]] = {}
     failed: dict[str, dict[str, Any] | PeerFailed] = {}
+    scheduling: asyncio.Task[dict[str, Any]] | None = None
     try:
         for peer, tuned in members:
             name = _row_name(peer, tuned)
@@ -428,13 +471,18 @@ async def run_once(
             return failed
         await asyncio.sleep(1.0)  # their first fetches are out
         wall0 = time.time()
+        pids = {name: pp.proc.pid for name, (pp, _out, _a) in running.items()}
+        scheduling = asyncio.create_task(sched_window(pids, warmup, window))
         produced = await _producer(
             bootstrap, topic, partitions, rate, warmup + window, warmup, size, writer
         )
+        sched = await scheduling
         await asyncio.sleep(drain)
         # The measured part: from the end of the warm-up to the end of the drain.
         gc = gc_pauses(gc_logs, wall0 + warmup, time.time()) if gc_logs else {}
     finally:
+        if scheduling is not None:
+            scheduling.cancel()
         for pp, _out, _assigned in running.values():
             await pp.stop()
             ps.running.remove(pp)
@@ -458,6 +506,7 @@ async def run_once(
         figures = _figures(got, first, produced, drain)
         result = running[name][0].result or {}
         figures["cpu_s"] = result.get("cpu_user", math.nan) + result.get("cpu_sys", 0.0)
+        figures.update(sched.get(name, dict.fromkeys(SCHED_KEYS, math.nan)))
         results[name] = {**figures, **gc}
     return results
 
@@ -624,6 +673,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One row over its reps: medians, the largest max, the spread of p99."""
     keys = ("p50", "p99", "p999", "write_p50", "write_p99", "behind_p50", "behind_p99", "cpu_s")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
+    for k in SCHED_KEYS:  # runs from before these figures (or off Linux) have none
+        med[k] = statistics.median(r.get(k, math.nan) for r in runs)
     p99s = [r["p99"] for r in runs]
     return {
         **med,
@@ -709,13 +760,17 @@ def markdown(result: dict[str, Any], broker: str) -> str:
         f"reps; producer: {PRODUCERS[s.get('producer', 'confluent')]}, linger 0, "
         "one request in flight; "
         "write: send to the producer's acknowledgement, 1 record in "
-        f"{ACK_SAMPLE}; peer CPU: the consumer process's, start-up included)",
+        f"{ACK_SAMPLE}; peer CPU: the consumer process's, start-up included; per slice: "
+        "the window's CPU and run-queue wait per time slice the scheduler gave the process, "
+        "all its threads)",
         "",
         "| rate | peer | p50 ms | p99 ms | p99 min-max ms | p99.9 ms | max ms | records "
         "| missing | producer lag ms | write p50 ms | write p99 ms | peer CPU s |"
-        + (" behind p50 ms | behind p99 ms |" if together else ""),
+        + (" behind p50 ms | behind p99 ms |" if together else "")
+        + " CPU us per slice | wait us per slice | slices per s |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        + ("---:|---:|" if together else ""),
+        + ("---:|---:|" if together else "")
+        + "---:|---:|---:|",
     ]
     for rate, rows in result["rates"].items():
         for name, r in rows.items():
@@ -728,6 +783,7 @@ def markdown(result: dict[str, Any], broker: str) -> str:
                 f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} | "
                 f"{r['cpu_s']:.2f} |"
                 + (f" {r['behind_p50']:.2f} | {r['behind_p99']:.2f} |" if together else "")
+                + "".join(f" {_or_dash(r.get(k, math.nan))} |" for k in SCHED_KEYS)
             )
     for name, err in result["errors"].items():
         lines.append(f"| | {name} | FAILED: {err.splitlines()[0][:80]} | | | | | | | | | | |")
@@ -756,6 +812,10 @@ def markdown(result: dict[str, Any], broker: str) -> str:
                 f"{r['behind_p99']:.2f} | {r['write_p99']:.2f} | {gc} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _or_dash(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.0f}"
 
 
 # ---------------------------------------------------------------------------- command line

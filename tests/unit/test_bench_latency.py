@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import os
 import sys
 from array import array
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bench import latency
 
@@ -144,3 +149,51 @@ def test_the_table_shows_each_rows_p99_spread() -> None:
     assert "3 rep(s) in rotated peer order, the peers together" in text
     assert "producer: consumergroup Producer," in text
     assert "| 40.00 | 39.00-47.00 |" in text
+
+
+def test_the_scheduler_figures_are_per_time_slice_of_the_window() -> None:
+    async def measure() -> dict[str, Any]:
+        busy = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import time\nwhile True: time.sleep(0.001)"
+        )
+        try:
+            return await latency.sched_window({"sleeper": busy.pid, "gone": 2**22 + 7}, 0.1, 0.5)
+        finally:
+            busy.kill()
+            await busy.wait()
+
+    if latency.schedstat(os.getpid()) is None:
+        pytest.skip("no /proc/<pid>/task/*/schedstat here")
+    got = asyncio.run(measure())
+    assert set(got) == {"sleeper"}  # a process that is not there has no row
+    sleeper = got["sleeper"]
+    # Waking every millisecond: hundreds of slices a second, each one short.
+    assert 100 < sleeper["slices_per_s"] < 2000, sleeper
+    assert 0 < sleeper["slice_cpu_us"] < 1000, sleeper
+    assert sleeper["slice_wait_us"] >= 0
+
+
+def test_rows_without_scheduler_figures_show_dashes() -> None:
+    rows = {"franz": latency._summary([_rep(40.0)])}
+    assert math.isnan(rows["franz"]["slice_cpu_us"])
+    with_sched = latency._summary(
+        [{**_rep(40.0), "slice_cpu_us": 41.6, "slice_wait_us": 180.2, "slices_per_s": 640.0}]
+    )
+    result = {
+        "setup": {
+            "partitions": 8,
+            "size": 100,
+            "warmup_s": 5.0,
+            "window_s": 15.0,
+            "reps": 1,
+            "together": False,
+            "producer": "cg",
+        },
+        "rates": {"1000": {**rows, "cg_messages": with_sched}},
+        "errors": {},
+        "stall": [],
+        "verdicts": [],
+    }
+    text = latency.markdown(result, "a broker")
+    assert "| 1.00 | - | - | - |" in text
+    assert "| 1.00 | 42 | 180 | 640 |" in text
