@@ -10,6 +10,7 @@ Maven Central into ``.cache/`` on first use). ``--broker tansu|kafka|both``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -97,6 +98,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         compile_pyspark_zip()
         spark_jvm.configure()
+
+
+if os.environ.get("CONSUMERGROUP_TEST_LOOP") == "uvloop":
+
+    def pytest_asyncio_loop_factories(
+        config: pytest.Config, item: pytest.Item
+    ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+        """Every async test on uvloop (uvicorn's loop when installed), not asyncio's."""
+        import uvloop
+
+        return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(scope="session")

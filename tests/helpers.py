@@ -227,6 +227,8 @@ class TcpProxy:
         try:
             while data := await src.read(65536):
                 await self._flowing.wait()
+                if dst.is_closing():  # cut meanwhile (uvloop raises on a closed transport)
+                    break
                 dst.write(data)
                 await dst.drain()
         except (ConnectionError, OSError):

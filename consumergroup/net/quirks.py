@@ -37,8 +37,8 @@ The quirks (each named after the behaviour it compensates):
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from .._dataclass import dataclass
@@ -181,12 +181,13 @@ class OrphanedLeaderPoke:
         except ConsumerGroupError as exc:
             self._log.info("JoinGroup under the absent leader's id failed: %s", exc)
             return
-        self._poked = (leader, asyncio.get_running_loop().time())
+        # time.monotonic(), not the loop's time: uvloop's is read once per loop pass.
+        self._poked = (leader, time.monotonic())
 
     async def _evict_poked(self, heartbeat: Callable[[], Awaitable[str]]) -> None:
         assert self._poked is not None
         leader, poked_at = self._poked
-        if asyncio.get_running_loop().time() - poked_at <= self._session_timeout:
+        if time.monotonic() - poked_at <= self._session_timeout:
             return  # not expired yet: the coordinator would keep it
         try:
             answer = await heartbeat()
