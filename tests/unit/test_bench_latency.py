@@ -128,24 +128,21 @@ def test_the_p99_verdict_is_on_the_medians_over_reps_and_names_the_spreads() -> 
     assert verdict["value"] == "40.00 vs 40.50 ms"
 
 
-def test_the_table_shows_each_rows_p99_spread() -> None:
-    rows = {"cg_messages": latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])}
-    result = {
-        "setup": {
-            "partitions": 8,
-            "size": 100,
-            "warmup_s": 5.0,
-            "window_s": 15.0,
-            "reps": 3,
-            "together": True,
-            "producer": "cg",
-        },
+def _result(rows: dict[str, Any], reps: int, together: bool) -> dict[str, Any]:
+    """A latency result at 1,000/s holding ``rows``, as :func:`latency.markdown` takes it."""
+    setup = {"partitions": 8, "size": 100, "warmup_s": 5.0, "window_s": 15.0}
+    return {
+        "setup": {**setup, "reps": reps, "together": together, "producer": "cg"},
         "rates": {"1000": rows},
         "errors": {},
         "stall": [],
         "verdicts": [],
     }
-    text = latency.markdown(result, "a broker")
+
+
+def test_the_table_shows_each_rows_p99_spread() -> None:
+    rows = {"cg_messages": latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])}
+    text = latency.markdown(_result(rows, reps=3, together=True), "a broker")
     assert "3 rep(s) in rotated peer order, the peers together" in text
     assert "producer: consumergroup Producer," in text
     assert "| 40.00 | 39.00-47.00 |" in text
@@ -179,21 +176,7 @@ def test_rows_without_scheduler_figures_show_dashes() -> None:
     with_sched = latency._summary(
         [{**_rep(40.0), "slice_cpu_us": 41.6, "slice_wait_us": 180.2, "slices_per_s": 640.0}]
     )
-    result = {
-        "setup": {
-            "partitions": 8,
-            "size": 100,
-            "warmup_s": 5.0,
-            "window_s": 15.0,
-            "reps": 1,
-            "together": False,
-            "producer": "cg",
-        },
-        "rates": {"1000": {**rows, "cg_messages": with_sched}},
-        "errors": {},
-        "stall": [],
-        "verdicts": [],
-    }
-    text = latency.markdown(result, "a broker")
+    rows = {**rows, "cg_messages": with_sched}
+    text = latency.markdown(_result(rows, reps=1, together=False), "a broker")
     assert "| 1.00 | - | - | - |" in text
     assert "| 1.00 | 42 | 180 | 640 |" in text
