@@ -48,8 +48,11 @@ How long a record takes from its producer to a consumer's loop body, at a steady
   ``--drain`` seconds (2) before it is stopped: a record of the window that has not
   arrived by then counts as *missing* (and the run's max as at least the drain).
 
-Reported per broker, rate and peer: p50, p99, p99.9 and max (ms), records measured, and
-the producer's worst lag behind its schedule; with the broker's GC log (a broker the
+Reported per broker, rate and peer: p50, p99, p99.9 and max (ms), records measured, the
+producer's worst lag behind its schedule, and how the scheduler served the peer over the
+window (Linux's ``/proc/<pid>/task/*/schedstat``, every thread of it: CPU and run-queue
+wait per time slice, slices a second; a record also waits for its consumer to get a core
+once the answer woke it); with the broker's GC log (a broker the
 benchmark starts, or ``--broker-gc-log`` for ``--bootstrap``'s: ``KafkaCluster.gc_logs()``)
 also the broker JVM's collector pauses inside each run (how many, how many full, the
 longest), during which every client's records wait alike.
