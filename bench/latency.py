@@ -79,7 +79,9 @@ and the clients then compete for the same cores, so a fixed start order could ha
 client the same edge (or handicap) in every rep. Each row shows the medians over reps of
 p50, p99 and p99.9 (max: the largest of any rep) and the spread of p99 (its smallest and
 largest rep). The p99 verdict is on the medians; its value names both sides' spreads,
-so a difference smaller than the spread reads as what it is. Why: ``batches()`` and
+so a difference smaller than the spread reads as what it is, and (together) the
+difference rep by rep: p99 moves by milliseconds from rep to rep for every peer alike
+(the broker, the machine), which cancels out within a rep. Why: ``batches()`` and
 ``messages()`` share their whole fetch path up to the handler, yet one rep of the fourth
 quiet reruns put them 2-3 ms apart at p99 (bench/README.md, "batches() against
 messages()").
@@ -662,7 +664,7 @@ async def run(
         "rates": table,
         "errors": errors,
         "stall": stall,
-        "verdicts": verdicts(table, stall),
+        "verdicts": verdicts(table, stall, together=together),
     }
 
 
@@ -704,9 +706,28 @@ def _spreads(ours: dict[str, Any], best: dict[str, Any], name: str) -> str:
     )
 
 
-def verdicts(table: dict[str, Any], stall: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _paired(ours: dict[str, Any], best: dict[str, Any], name: str) -> str:
+    """``"; ours - best per rep: +0.10, -0.30 ms (ours <= best in 1 of 2)"``: the p99
+    difference within each rep, where both read the one stream at the same time, so what
+    moved every peer alike in a rep (the broker, the machine) cancels out. Reps pair by
+    index: a peer that failed leaves the later reps, so both lists start at rep 1."""
+    pairs = list(zip(ours.get("runs", ()), best.get("runs", ()), strict=False))
+    if len(pairs) < 2:
+        return ""
+    diffs = [a["p99"] - b["p99"] for a, b in pairs]
+    wins = sum(d <= 0 for d in diffs)
+    return (
+        f"; ours - {name} per rep: {', '.join(f'{d:+.2f}' for d in diffs)} ms "
+        f"(ours <= {name} in {wins} of {len(diffs)})"
+    )
+
+
+def verdicts(
+    table: dict[str, Any], stall: list[dict[str, Any]], *, together: bool = False
+) -> list[dict[str, Any]]:
     """Ours (each API, defaults) p99 <= the best other default peer's, per rate (on the
-    medians over reps); the stall check."""
+    medians over reps; ``together``: the value also shows the difference rep by rep); the
+    stall check."""
     out: list[dict[str, Any]] = []
     for rate, rows in table.items():
         others = {n: r["p99"] for n, r in rows.items() if n not in OURS and "+tuned" not in n}
@@ -720,7 +741,8 @@ def verdicts(table: dict[str, Any], stall: list[dict[str, Any]]) -> list[dict[st
                     {
                         "target": f"{int(rate):,}/s: {ours} p99 <= best peer's ({best})",
                         "value": f"{value:.2f} vs {others[best]:.2f} ms"
-                        + _spreads(rows[ours], rows[best], best),
+                        + _spreads(rows[ours], rows[best], best)
+                        + (_paired(rows[ours], rows[best], best) if together else ""),
                         "pass": value <= others[best],
                     }
                 )

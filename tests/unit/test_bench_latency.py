@@ -128,6 +128,24 @@ def test_the_p99_verdict_is_on_the_medians_over_reps_and_names_the_spreads() -> 
     assert verdict["value"] == "40.00 vs 40.50 ms"
 
 
+def test_together_the_verdict_shows_the_p99_difference_rep_by_rep() -> None:
+    # Every peer's p99 moves with the rep; the difference within each rep does not.
+    ours = latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])
+    franz = latency._summary([_rep(40.5), _rep(46.0), _rep(39.2)])
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [], together=True)
+    assert verdict["value"] == (
+        "40.00 vs 40.50 ms (median of 3 reps; ours 39.00-47.00, franz 39.20-46.00); "
+        "ours - franz per rep: -0.50, +1.00, -0.20 ms (ours <= franz in 2 of 3)"
+    )
+    # A peer that failed in rep 3 left the later reps: the pairs are the reps both ran.
+    short = latency._summary([_rep(40.5), _rep(46.0)])
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": short}}, [], together=True)
+    assert verdict["value"].endswith("per rep: -0.50, +1.00 ms (ours <= franz in 1 of 2)")
+    # Apart, reps read different streams: no pairing.
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [])
+    assert "per rep" not in verdict["value"]
+
+
 def _result(rows: dict[str, Any], reps: int, together: bool) -> dict[str, Any]:
     """A latency result at 1,000/s holding ``rows``, as :func:`latency.markdown` takes it."""
     setup = {"partitions": 8, "size": 100, "warmup_s": 5.0, "window_s": 15.0}
