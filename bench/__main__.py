@@ -359,7 +359,8 @@ async def run_on(args: argparse.Namespace, kind: str, results: dict[str, Any]) -
             from . import latency
 
             # --quick: one rate, one rep, short windows, one stall run (a smoke test of the
-            # section). The default: every rate, latency.REPS reps, the peers together.
+            # section). The default: every rate, latency.REPS reps, the peers together (from
+            # latency.APART_FROM records/s one at a time).
             run["latency"] = await (
                 latency.run(
                     bootstrap,

@@ -118,7 +118,8 @@ def test_the_p99_verdict_is_on_the_medians_over_reps_and_names_the_spreads() -> 
     [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [])
     assert verdict["pass"]
     assert verdict["value"] == (
-        "40.00 vs 40.50 ms (median of 3 reps; ours 39.00-47.00, franz 39.50-41.00)"
+        "40.00 vs 40.50 ms (median of 3 reps; ours 39.00-47.00, franz 39.50-41.00); "
+        "ours - franz per rep: -0.50, +7.50, -2.00 ms (ours <= franz in 2 of 3)"
     )
     slower = latency._summary([_rep(41.0), _rep(40.9), _rep(39.0)])
     [verdict] = latency.verdicts({"1000": {"cg_messages": slower, "franz": franz}}, [])
@@ -132,18 +133,33 @@ def test_together_the_verdict_shows_the_p99_difference_rep_by_rep() -> None:
     # Every peer's p99 moves with the rep; the difference within each rep does not.
     ours = latency._summary([_rep(40.0), _rep(47.0), _rep(39.0)])
     franz = latency._summary([_rep(40.5), _rep(46.0), _rep(39.2)])
-    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [], together=True)
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [])
     assert verdict["value"] == (
         "40.00 vs 40.50 ms (median of 3 reps; ours 39.00-47.00, franz 39.20-46.00); "
         "ours - franz per rep: -0.50, +1.00, -0.20 ms (ours <= franz in 2 of 3)"
     )
     # A peer that failed in rep 3 left the later reps: the pairs are the reps both ran.
     short = latency._summary([_rep(40.5), _rep(46.0)])
-    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": short}}, [], together=True)
+    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": short}}, [])
     assert verdict["value"].endswith("per rep: -0.50, +1.00 ms (ours <= franz in 1 of 2)")
-    # Apart, reps read different streams: no pairing.
-    [verdict] = latency.verdicts({"1000": {"cg_messages": ours, "franz": franz}}, [])
-    assert "per rep" not in verdict["value"]
+    # Apart (no delay behind another peer), reps read different streams: no pairing.
+    alone = {**_rep(40.0), "behind_p50": math.nan, "behind_p99": math.nan}
+    apart = latency._summary([alone, alone])
+    [verdict] = latency.verdicts({"1000": {"cg_messages": apart, "franz": franz}}, [])
+    assert verdict["value"] == (
+        "40.00 vs 40.50 ms (median of 2 reps; ours 40.00-40.00, franz 39.20-46.00)"
+    )
+
+
+def test_from_the_apart_rate_up_the_table_says_so_and_dashes_the_behind_columns() -> None:
+    alone = {**_rep(9.0), "behind_p50": math.nan, "behind_p99": math.nan}
+    result = _result({"cg_messages": latency._summary([alone])}, reps=1, together=True)
+    result["rates"] = {"100000": result["rates"]["1000"]}
+    result["setup"]["apart_from"] = 100_000
+    text = latency.markdown(result, "a broker")
+    assert "the peers together (from 100,000/s one at a time: together they overload" in text
+    assert "| 100,000/s | consumergroup messages()+mark | 1.00 | 9.00 |" in text
+    assert "| 1.00 | - | - |" in text  # peer CPU, then no delay behind another peer
 
 
 def _result(rows: dict[str, Any], reps: int, together: bool) -> dict[str, Any]:
