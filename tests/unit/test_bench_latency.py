@@ -162,6 +162,18 @@ def test_from_the_apart_rate_up_the_table_says_so_and_dashes_the_behind_columns(
     assert "| 1.00 | - | - |" in text  # peer CPU, then no delay behind another peer
 
 
+def test_the_floor_reference_is_never_the_best_peer_of_a_verdict() -> None:
+    # It is not a client anyone can use: ours is judged against the clients only.
+    rows = {
+        "cg_messages": latency._summary([_rep(40.0)]),
+        "floor": latency._summary([_rep(30.0)]),
+        "franz": latency._summary([_rep(40.5)]),
+    }
+    [verdict] = latency.verdicts({"1000": rows}, [])
+    assert verdict["target"] == "1,000/s: cg_messages p99 <= best peer's (franz)"
+    assert verdict["pass"]
+
+
 def _result(rows: dict[str, Any], reps: int, together: bool) -> dict[str, Any]:
     """A latency result at 1,000/s holding ``rows``, as :func:`latency.markdown` takes it."""
     setup = {"partitions": 8, "size": 100, "warmup_s": 5.0, "window_s": 15.0}
