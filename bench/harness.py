@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PEERS = {
     "cg_batches": "consumergroup batches()",
     "cg_messages": "consumergroup messages()+mark",
-    "floor": "reference: the floor of an asyncio consumer (no group, one callback)",
     "aiokafka_getmany": "aiokafka getmany()",
     "confluent": "confluent-kafka consume()",
     "cg_batches_keep": "consumergroup batches(), keeping all",

@@ -116,10 +116,11 @@ _T = TypeVar("_T")
 LATENCY_PEERS = ("cg_messages", "cg_batches", "franz", "confluent", "java", "aiokafka_getmany")
 #: Ours, each held to the target.
 OURS = ("cg_messages", "cg_batches")
-#: Rows that are not clients, asked for by name (``--peers``), never the best peer of a
-#: verdict: ``floor`` (``bench/peers/floor.py``) is the least a one-thread asyncio consumer
-#: can do per answer, what ours is measured against when asking what Python allows.
-REFERENCE_PEERS = ("floor",)
+#: Rows that are not clients (name -> what the table calls it), asked for by name
+#: (``--peers``), never the best peer of a verdict, and not peers of the other sections:
+#: ``floor`` (``bench/peers/floor.py``) is the least a one-thread asyncio consumer can do per
+#: answer, what ours is measured against when asking what Python allows.
+REFERENCE_PEERS = {"floor": "reference: the floor of an asyncio consumer (no group, one callback)"}
 #: Peers whose documentation names consumer latency settings beyond their defaults (the
 #: peers' ``--tuned``): librdkafka's wiki "How to decrease message latency"
 #: (``fetch.wait.max.ms``, ``fetch.error.backoff.ms``). The others name ``fetch.min.bytes
@@ -827,7 +828,8 @@ def markdown(result: dict[str, Any], broker: str) -> str:
     for rate, rows in result["rates"].items():
         for name, r in rows.items():
             peer, _, tuned = name.partition("+")
-            label = PEERS.get(peer, peer) + (" (tuned for latency)" if tuned else "")
+            label = PEERS.get(peer) or REFERENCE_PEERS.get(peer, peer)
+            label += " (tuned for latency)" if tuned else ""
             lines.append(
                 f"| {int(rate):,}/s | {label} | {r['p50']:.2f} | {r['p99']:.2f} | "
                 f"{r['p99_min']:.2f}-{r['p99_max']:.2f} | "
@@ -984,8 +986,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     for peer in args.peers:
-        if peer not in LATENCY_PEERS + REFERENCE_PEERS:
-            known = ", ".join(LATENCY_PEERS + REFERENCE_PEERS)
+        if peer not in LATENCY_PEERS and peer not in REFERENCE_PEERS:
+            known = ", ".join((*LATENCY_PEERS, *REFERENCE_PEERS))
             p.error(f"unknown latency peer {peer!r}; known: {known}")
     asyncio.run(_main(args))
 

@@ -172,6 +172,8 @@ def test_the_floor_reference_is_never_the_best_peer_of_a_verdict() -> None:
     [verdict] = latency.verdicts({"1000": rows}, [])
     assert verdict["target"] == "1,000/s: cg_messages p99 <= best peer's (franz)"
     assert verdict["pass"]
+    text = latency.markdown(_result(rows, reps=1, together=True), "a broker")
+    assert "| 1,000/s | reference: the floor of an asyncio consumer" in text
 
 
 def _result(rows: dict[str, Any], reps: int, together: bool) -> dict[str, Any]:
