@@ -837,7 +837,7 @@ def markdown(result: dict[str, Any], broker: str) -> str:
                 f"{r['producer_lag_ms']:.1f} | {r['write_p50']:.2f} | {r['write_p99']:.2f} | "
                 f"{r['cpu_s']:.2f} |"
                 + (
-                    f" {_ms_or_dash(r['behind_p50'])} | {_ms_or_dash(r['behind_p99'])} |"
+                    f" {_or_dash(r['behind_p50'], '.2f')} | {_or_dash(r['behind_p99'], '.2f')} |"
                     if together
                     else ""
                 )
@@ -872,12 +872,9 @@ def markdown(result: dict[str, Any], broker: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _or_dash(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:,.0f}"
-
-
-def _ms_or_dash(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.2f}"
+def _or_dash(value: float, spec: str = ",.0f") -> str:
+    """``value`` formatted by ``spec``, or ``-`` where there is none (nan)."""
+    return "-" if math.isnan(value) else format(value, spec)
 
 
 # ---------------------------------------------------------------------------- command line

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from typing import cast
 
 import consumergroup as cg
 from consumergroup.consumer.records import scan_records
@@ -36,7 +37,7 @@ class _Floor(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.fetch()
 
